@@ -1,0 +1,6 @@
+"""`python -m cgprof`."""
+
+from cgprof.cli import main
+
+if __name__ == "__main__":
+    main()
