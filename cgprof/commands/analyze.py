@@ -1,12 +1,82 @@
-"""`cgprof analyze` (being built; see the issue tracker)."""
+"""`cgprof analyze TRACE...`: measure launches, GPU gaps, graph replays and steps."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
 
+from cgprof.errors import CgprofError, OutputExistsError
 
-@click.command("analyze", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def command(args: tuple[str, ...]) -> None:
-    """Not available yet in this build."""
-    raise click.ClickException("cgprof analyze is not available yet in this build")
+
+def _progress(quiet: bool):
+    """A progress line on stderr, only when stderr is a terminal and not --quiet."""
+    if quiet or not sys.stderr.isatty():
+        return None
+
+    def say(msg: str) -> None:
+        sys.stderr.write(f"\r\x1b[2Kcgprof: {msg} ...")
+        sys.stderr.flush()
+
+    return say
+
+
+def _clear(say) -> None:
+    if say is not None:
+        sys.stderr.write("\r\x1b[2K")
+        sys.stderr.flush()
+
+
+@click.command("analyze")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--step", "step", metavar="NAME[@DOMAIN]",
+              help="NVTX range that marks one step (default: step@cgprof, else the most "
+                   "frequent repeating range).")
+@click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Leading steps to leave out (warm-up).")
+@click.option("--min-gap-us", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="List only GPU gaps longer than this (all gaps still count as idle).")
+@click.option("--json", "json_out", metavar="PATH|-",
+              help="Write every table as JSON to PATH ('-' for stdout, replacing the summary).")
+@click.option("--html", "html_out", type=click.Path(path_type=Path), metavar="PATH",
+              help="Write an interactive single-file HTML report (one trace only).")
+@click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
+def command(traces, step, skip, min_gap_us, json_out, html_out, force, quiet) -> None:
+    """Analyse one or more nsys SQLite exports (`nsys export --type sqlite`)."""
+    from cgprof.metrics import analyze
+    from cgprof.report import json_report, text
+    from cgprof.report.output import check_writable, write_atomic
+
+    try:
+        if html_out is not None and len(traces) != 1:
+            raise CgprofError("--html takes one trace; use `cgprof diff A B` to compare two")
+        outputs = [p for p in (None if json_out in (None, "-") else Path(json_out), html_out)
+                   if p is not None]
+        for p in outputs:
+            check_writable(p, force)
+        say = _progress(quiet)
+        results = []
+        for path in traces:
+            try:
+                results.append(analyze(path, step=step, skip=skip, min_gap_us=min_gap_us,
+                                       progress=say))
+            finally:
+                _clear(say)
+        if json_out == "-":
+            click.echo(json_report.render(results), nl=False)
+        else:
+            click.echo("\n".join(text.render(r) for r in results), nl=False)
+            if json_out is not None:
+                write_atomic(Path(json_out), json_report.render(results), force)
+                click.echo(f"wrote {json_out}")
+        if html_out is not None:
+            from cgprof.report import html
+
+            write_atomic(html_out, html.render_single(results[0]), force)
+            click.echo(f"wrote {html_out}")
+    except OutputExistsError as exc:
+        raise click.ClickException(str(exc)) from None
+    except CgprofError as exc:
+        raise click.ClickException(str(exc)) from None

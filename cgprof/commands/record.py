@@ -1,12 +1,79 @@
-"""`cgprof record` (being built; see the issue tracker)."""
+"""`cgprof record`: run a script or command under Nsight Systems and export NAME.sqlite.
+
+A thin skin over :func:`cgprof.record.record`: parse, resolve the command, make the one
+library call, turn `CgprofError` into one line, pass the program's exit code on.
+"""
 
 from __future__ import annotations
 
 import click
 
+from cgprof.errors import CgprofError
 
-@click.command("record", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def command(args: tuple[str, ...]) -> None:
-    """Not available yet in this build."""
-    raise click.ClickException("cgprof record is not available yet in this build")
+
+@click.command(
+    "record",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("-o", "--output", metavar="NAME",
+              help="Output base name: writes NAME.nsys-rep and NAME.sqlite "
+                   "[default: the script's name].")
+@click.option("--force", is_flag=True, help="Overwrite existing outputs.")
+@click.option("--graph-trace", type=click.Choice(["node", "graph"]), default=None,
+              help="nsys --cuda-graph-trace granularity [default: node].")
+@click.option("--nsys", "nsys_path", metavar="PATH",
+              help="The nsys executable [default: $CGPROF_NSYS, PATH, usual install places].")
+@click.option("--nsys-arg", "nsys_args", metavar="ARG", multiple=True,
+              help="Extra flag for nsys profile, passed through (repeatable), "
+                   "e.g. --nsys-arg=--duration=30.")
+@click.option("--all-tables", is_flag=True,
+              help="Export every nsys table, not only the ones cgprof reads.")
+@click.argument("command_words", metavar="SCRIPT [ARGS]...", nargs=-1, required=True,
+                type=click.UNPROCESSED)
+@click.pass_context
+def command(
+    ctx: click.Context,
+    output: str | None,
+    force: bool,
+    graph_trace: str | None,
+    nsys_path: str | None,
+    nsys_args: tuple[str, ...],
+    all_tables: bool,
+    command_words: tuple[str, ...],
+) -> None:
+    """Record SCRIPT (run with this Python) or, after --, any COMMAND under nsys.
+
+    \b
+      cgprof record train.py --epochs 1
+      cgprof record -o runs/eager -- python -m mypkg.train
+      cgprof record -- torchrun --nproc-per-node 2 train.py
+
+    Adds --trace=cuda,nvtx --cuda-graph-trace=node --sample=none --cpuctxsw=none unless
+    you pass those flags with --nsys-arg. The command's exit code is passed on; a crashed
+    or interrupted (Ctrl-C) run still has its partial trace exported.
+    """
+    # Imported here: cgprof.cli imports this module while it builds the group.
+    from cgprof.record import RecordOptions, record, resolve_command
+
+    if command_words[0].startswith("-") and command_words[0] != "-":
+        raise click.UsageError(
+            f"unknown option {command_words[0]}; "
+            "pass nsys flags with --nsys-arg, and put -- before a command"
+        )
+    try:
+        options = RecordOptions(
+            command=resolve_command(command_words),
+            output=output,
+            force=force,
+            graph_trace=graph_trace,
+            nsys=nsys_path,
+            nsys_args=nsys_args,
+            all_tables=all_tables,
+        )
+        result = record(options)
+    except CgprofError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"cgprof: wrote {result.sqlite_path} and {result.report_path}")
+    click.echo(f"next: {result.next_command}")
+    if result.exit_code != 0:
+        ctx.exit(result.exit_code)

@@ -1,0 +1,133 @@
+"""Pure functions from a loaded :class:`~cgprof.trace.Trace` to results; no I/O, no plotting.
+
+:func:`analyze` runs them all and returns an :class:`AnalysisResult`, the object behind
+``cgprof analyze``: every table the command prints or writes is an attribute of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cgprof.metrics.gaps import GapResult, gpu_gaps
+from cgprof.metrics.gpu import gpu_ops
+from cgprof.metrics.launches import api_calls, launch_summary
+from cgprof.metrics.replays import ReplayResult, graph_replays
+from cgprof.metrics.steps import StepResult, classify_steps, compute_steps
+from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_summary
+from cgprof.metrics.verdict import Verdict, verdict
+from cgprof.trace import Trace, load
+
+__all__ = ["AnalysisResult", "analyze"]
+
+#: Version of the JSON document written by ``cgprof analyze --json`` (bump on breaking change).
+JSON_SCHEMA_VERSION = 1
+
+
+@dataclass
+class AnalysisResult:
+    """Everything ``cgprof analyze`` computes for one trace.
+
+    info            trace facts (path, nsys and export schema versions, graph trace mode, GPUs,
+                    counts of kernels/API calls/NVTX ranges, analysed window)
+    launches        launch-family table (cgprof.metrics.launches.launch_summary)
+    api_summary     per API name, as nsys cuda_api_sum
+    kernel_summary  per kernel name, as nsys cuda_gpu_kern_sum
+    nvtx_summary    per NVTX range, as nsys nvtx_sum
+    gaps            GPU busy/idle and classified gaps (GapResult)
+    replays         graph replays (ReplayResult)
+    steps           per-step table (StepResult)
+    verdict         headline and what-if estimate (Verdict)
+    trace           the loaded trace (for reports that draw the timeline)
+    """
+
+    info: dict[str, Any]
+    launches: pd.DataFrame
+    api_summary: pd.DataFrame
+    kernel_summary: pd.DataFrame
+    nvtx_summary: pd.DataFrame
+    gaps: GapResult
+    replays: ReplayResult
+    steps: StepResult
+    verdict: Verdict
+    trace: Trace
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready document (see cgprof.report.json_report)."""
+        from cgprof.report.json_report import result_to_dict
+
+        return result_to_dict(self)
+
+
+def analyze(
+    trace_or_path: Trace | str | Path,
+    step: str | None = None,
+    skip: int = 0,
+    min_gap_us: float = 0.0,
+    progress: Callable[[str], None] | None = None,
+) -> AnalysisResult:
+    """Load (if given a path) and analyse one trace.
+
+    step: ``NAME[@DOMAIN]`` of the NVTX range that marks a step (default: ``step@cgprof``,
+    else the most frequent repeating range, else the whole trace). skip: leading steps to
+    drop (warm-up). min_gap_us: gaps at or below this are not listed (still counted as idle).
+    """
+    say = progress or (lambda _m: None)
+    trace = trace_or_path if isinstance(trace_or_path, Trace) else load(trace_or_path, say)
+    say("classifying API calls")
+    calls = api_calls(trace)
+    ops = gpu_ops(trace)
+    say("cutting steps")
+    steps = compute_steps(trace, calls, ops, step=step, skip=skip)
+    say("measuring GPU gaps")
+    gaps = gpu_gaps(ops, calls, window=steps.window(), min_gap_ns=int(round(min_gap_us * 1000)))
+    classify_steps(steps, gaps.gaps if gaps.min_gap_ns == 0 else
+                   gpu_gaps(ops, calls, window=steps.window()).gaps)
+    say("measuring graph replays")
+    node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
+    replays = graph_replays(ops, calls, node_level=node_level)
+    say("summarising")
+    v = verdict(steps.steps, replays.summary["api_dur_ns"]["p50"] if len(replays.replays) else None)
+    window = steps.window()
+    info = {
+        "path": str(trace.path),
+        "nsys_version": trace.meta.nsys_version,
+        "schema_version": trace.meta.schema_version,
+        "graph_trace_mode": trace.meta.graph_trace_mode,
+        "graph_trace_mode_source": trace.meta.graph_trace_mode_source,
+        "gpus": [{"device_id": int(d), "name": str(n)} for d, n in
+                 zip(trace.gpus["device_id"], trace.gpus["name"], strict=True)],
+        "processes": sorted(int(p) for p in pd.unique(calls["pid"])) if len(calls) else [],
+        "kernels": int(len(trace.kernels)),
+        "graph_trace_rows": int(len(trace.graph_trace)),
+        "api_calls": int(len(calls)),
+        "nvtx_ranges": int(nvtx_summary_count(trace)),
+        "window_start_ns": window[0] if window else None,
+        "window_end_ns": window[1] if window else None,
+        "step_range": steps.name,
+        "step_source": steps.source,
+        "steps": int(len(steps.steps)),
+        "steps_skipped": steps.skipped,
+    }
+    return AnalysisResult(
+        info=info,
+        launches=launch_summary(calls),
+        api_summary=api_summary(trace),
+        kernel_summary=kernel_summary(trace),
+        nvtx_summary=nvtx_summary(trace),
+        gaps=gaps,
+        replays=replays,
+        steps=steps,
+        verdict=v,
+        trace=trace,
+    )
+
+
+def nvtx_summary_count(trace: Trace) -> int:
+    from cgprof.metrics.summaries import nvtx_ranges
+
+    return len(nvtx_ranges(trace))

@@ -1,0 +1,263 @@
+"""GPU busy time and idle gaps, per device and per stream, each gap given a cause.
+
+Busy = the union of every GPU operation on a device (kernels, copies, memsets, and in graph-
+granularity traces the whole-replay rows). A gap is a stretch between busy intervals inside the
+analysed window; the stretch from the window's start to the first operation and from the last
+operation to the window's end are gaps too (kind ``window_edge``).
+
+Gap kinds (first that applies):
+
+``in_replay``       the operations on both sides belong to the same graph replay
+``sync_bound``      the host sat in a synchronize call when the GPU went idle and launched the
+                    next work only after it returned
+``launch_bound``    the host was still inside (or had not begun) the launch call of the next
+                    work when the GPU went idle: the GPU waited for the CPU to launch
+``input_copy``      the GPU had just finished a copy or memset (e.g. inputs staged before a replay)
+``between_replays`` between two graph replays, or between a replay and other work
+``other``           anything else (dependencies across streams, events, unknown launches)
+``window_edge``     before the first or after the last operation in the window
+
+All durations are integer nanoseconds; summaries carry microsecond figures in ``*_us`` fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from cgprof.metrics import launches as L
+from cgprof.metrics.intervals import group_gaps, quantile_ns, union_busy
+
+GAP_KINDS = ("in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays", "other",
+             "window_edge")
+
+#: Histogram bin edges in microseconds (the last bin is open-ended).
+HIST_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000)
+
+GAP_COLUMNS = ["device_id", "start_ns", "end_ns", "gap_ns", "kind", "prev_stream_id",
+               "next_stream_id", "next_pid", "next_corr_id", "next_api"]
+
+
+@dataclass
+class GapResult:
+    """Busy/idle per device, every gap, and their distribution.
+
+    devices    device_id window_start_ns window_end_ns window_ns busy_ns idle_ns idle_pct
+               gap_count gap_p50_ns gap_p95_ns gap_max_ns
+    gaps       one row per gap: GAP_COLUMNS (kind is one of GAP_KINDS; next_* describe the
+               operation after the gap and its launch call, <NA>/"" when unknown)
+    by_kind    device_id kind count total_ns share_pct (share of that device's idle time)
+    histogram  device_id bin_lo_us bin_hi_us (inf for the last) count total_ns
+    streams    device_id stream_id ops busy_ns span_ns gap_count gaps_ns max_gap_ns
+    """
+
+    devices: pd.DataFrame
+    gaps: pd.DataFrame
+    by_kind: pd.DataFrame
+    histogram: pd.DataFrame
+    streams: pd.DataFrame
+    min_gap_ns: int
+
+
+def _window_clip(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFrame:
+    if window is None:
+        return ops
+    w0, w1 = window
+    ops = ops[(ops["end_ns"] > w0) & (ops["start_ns"] < w1)]
+    return ops.assign(start_ns=ops["start_ns"].clip(lower=w0), end_ns=ops["end_ns"].clip(upper=w1))
+
+
+def gpu_gaps(
+    ops: pd.DataFrame,
+    calls: pd.DataFrame,
+    window: tuple[int, int] | None = None,
+    min_gap_ns: int = 0,
+) -> GapResult:
+    """Busy time, idle gaps and their causes.
+
+    ``ops`` comes from :func:`cgprof.metrics.gpu.gpu_ops`, ``calls`` from
+    :func:`cgprof.metrics.launches.api_calls`. ``window`` (start_ns, end_ns) bounds the analysis
+    (default: each device's first to last operation). Gaps shorter than or equal to
+    ``min_gap_ns`` are not listed (they still count as idle time).
+    """
+    ops = _window_clip(ops, window)
+    ops = ops[ops["end_ns"] > ops["start_ns"]] if len(ops) else ops
+    g = group_gaps(ops, ["device_id"])
+    gaps = _inner_gaps(g, ops, calls)
+    edges = _edge_gaps(ops, window)
+    all_gaps = pd.concat([d for d in (gaps, edges) if len(d)], ignore_index=True) if (
+        len(gaps) or len(edges)) else _empty_gaps()
+    all_gaps = all_gaps.sort_values(["device_id", "start_ns"], kind="stable").reset_index(drop=True)
+    all_gaps["kind"] = pd.Categorical(all_gaps["kind"], categories=list(GAP_KINDS))
+
+    devices = _device_table(ops, all_gaps, window)
+    listed = all_gaps[all_gaps["gap_ns"] > min_gap_ns].reset_index(drop=True)
+    return GapResult(
+        devices=devices,
+        gaps=listed,
+        by_kind=_by_kind(all_gaps, devices),
+        histogram=histogram(listed),
+        streams=_stream_table(ops),
+        min_gap_ns=min_gap_ns,
+    )
+
+
+def _empty_gaps() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="object" if c in ("kind", "next_api") else "Int64")
+                         for c in GAP_COLUMNS})
+
+
+def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+    g = g[g["gap_ns"] > 0]
+    if g.empty:
+        return _empty_gaps()
+    prev = ops.loc[g["prev_idx"].astype("int64").to_numpy()]
+    gap_start = g["prev_end_ns"].astype("int64").to_numpy()
+    gap_end = g["start_ns"].to_numpy(dtype=np.int64)
+
+    # The launch call of the operation after the gap, joined on (pid, correlationId).
+    launch = calls[["pid", "corr_id", "start_ns", "end_ns", "name", "family"]]
+    launch = launch.drop_duplicates(["pid", "corr_id"])
+    nxt = g[["pid", "corr_id", "stream_id", "in_graph", "kind"]].reset_index(drop=True)
+    nxt = nxt.merge(launch, how="left", on=["pid", "corr_id"], suffixes=("", "_api"))
+    api_start = nxt["start_ns"].to_numpy(dtype="float64", na_value=np.nan)
+    api_end = nxt["end_ns"].to_numpy(dtype="float64", na_value=np.nan)
+    known = ~np.isnan(api_start)
+
+    same_replay = (
+        prev["in_graph"].to_numpy(dtype=bool) & g["in_graph"].to_numpy(dtype=bool)
+        & (prev["pid"].to_numpy() == g["pid"].to_numpy())
+        & (prev["corr_id"].to_numpy() == g["corr_id"].to_numpy())
+    )
+    sync_bound = _sync_returned_in_gap(calls, g["pid"].to_numpy(), gap_start, api_start, known)
+    launch_bound = known & (api_end > gap_start)
+    input_copy = prev["kind"].isin(["memcpy", "memset"]).to_numpy(dtype=bool)
+    replays = prev["in_graph"].to_numpy(dtype=bool) | g["in_graph"].to_numpy(dtype=bool)
+
+    kind = np.select(
+        [same_replay, sync_bound, launch_bound, input_copy, replays],
+        ["in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays"],
+        default="other",
+    )
+    return pd.DataFrame({
+        "device_id": g["device_id"].to_numpy(),
+        "start_ns": gap_start,
+        "end_ns": gap_end,
+        "gap_ns": gap_end - gap_start,
+        "kind": kind,
+        "prev_stream_id": prev["stream_id"].to_numpy(),
+        "next_stream_id": g["stream_id"].to_numpy(),
+        "next_pid": g["pid"].to_numpy(),
+        "next_corr_id": g["corr_id"].to_numpy(),
+        "next_api": nxt["name"].astype(object).fillna("").astype(str).to_numpy(),
+    })
+
+
+def _sync_returned_in_gap(calls, pids, gap_start, api_start, known) -> np.ndarray:
+    """True where a sync call of the same process ended inside [gap start, next launch]."""
+    out = np.zeros(len(pids), dtype=bool)
+    syncs = calls[calls["family"] == L.SYNC]
+    if syncs.empty:
+        return out
+    for pid in np.unique(pids):
+        s = syncs[syncs["pid"] == pid]
+        if s.empty:
+            continue
+        ends = np.sort(s["end_ns"].to_numpy(dtype=np.int64))
+        starts_by_end = s.sort_values("end_ns")["start_ns"].to_numpy(dtype=np.int64)
+        m = (pids == pid) & known
+        idx = np.flatnonzero(m)
+        j = np.searchsorted(ends, api_start[idx], "right") - 1
+        ok = j >= 0
+        jj = np.where(ok, j, 0)
+        ok &= (ends[jj] >= gap_start[idx]) & (starts_by_end[jj] <= gap_start[idx])
+        out[idx[ok]] = True
+    return out
+
+
+def _edge_gaps(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFrame:
+    if window is None or ops.empty:
+        return _empty_gaps()
+    w0, w1 = window
+    rows = []
+    for dev, d in ops.groupby("device_id", sort=True):
+        first, last = int(d["start_ns"].min()), int(d["end_ns"].max())
+        if first > w0:
+            rows.append((dev, w0, first))
+        if last < w1:
+            rows.append((dev, last, w1))
+    if not rows:
+        return _empty_gaps()
+    df = pd.DataFrame(rows, columns=["device_id", "start_ns", "end_ns"])
+    df["gap_ns"] = df["end_ns"] - df["start_ns"]
+    df["kind"] = "window_edge"
+    for c in ("prev_stream_id", "next_stream_id", "next_pid", "next_corr_id"):
+        df[c] = pd.array([pd.NA] * len(df), dtype="Int64")
+    df["next_api"] = ""
+    return df[GAP_COLUMNS]
+
+
+def _device_table(ops, gaps, window) -> pd.DataFrame:
+    cols = ["device_id", "window_start_ns", "window_end_ns", "window_ns", "busy_ns", "idle_ns",
+            "idle_pct", "gap_count", "gap_p50_ns", "gap_p95_ns", "gap_max_ns"]
+    if ops.empty:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    u = union_busy(ops, ["device_id"])
+    rows = []
+    for r in u.itertuples(index=False):
+        w0, w1 = window if window is not None else (r.first_start_ns, r.last_end_ns)
+        dg = gaps[gaps["device_id"] == r.device_id]["gap_ns"]
+        win = int(w1 - w0)
+        idle = win - int(r.busy_ns)
+        rows.append({
+            "device_id": int(r.device_id), "window_start_ns": int(w0), "window_end_ns": int(w1),
+            "window_ns": win, "busy_ns": int(r.busy_ns), "idle_ns": idle,
+            "idle_pct": 100.0 * idle / win if win else 0.0,
+            "gap_count": int(len(dg)), "gap_p50_ns": quantile_ns(dg, 0.5),
+            "gap_p95_ns": quantile_ns(dg, 0.95),
+            "gap_max_ns": int(dg.max()) if len(dg) else None,
+        })
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _by_kind(gaps: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for dev in devices["device_id"].tolist():
+        dg = gaps[gaps["device_id"] == dev]
+        idle = int(dg["gap_ns"].sum())
+        for kind in GAP_KINDS:
+            k = dg[dg["kind"] == kind]
+            if k.empty:
+                continue
+            total = int(k["gap_ns"].sum())
+            rows.append({"device_id": int(dev), "kind": kind, "count": int(len(k)),
+                         "total_ns": total, "share_pct": 100.0 * total / idle if idle else 0.0})
+    return pd.DataFrame(rows, columns=["device_id", "kind", "count", "total_ns", "share_pct"])
+
+
+def histogram(gaps: pd.DataFrame) -> pd.DataFrame:
+    """Gap counts and time per microsecond bin (HIST_EDGES_US), per device."""
+    cols = ["device_id", "bin_lo_us", "bin_hi_us", "count", "total_ns"]
+    if gaps.empty:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    edges_ns = np.array(HIST_EDGES_US, dtype=np.int64) * 1000
+    rows = []
+    for dev, d in gaps.groupby("device_id", sort=True):
+        v = d["gap_ns"].to_numpy(dtype=np.int64)
+        b = np.searchsorted(edges_ns, v, "right") - 1
+        for i, lo in enumerate(HIST_EDGES_US):
+            sel = b == i
+            hi = HIST_EDGES_US[i + 1] if i + 1 < len(HIST_EDGES_US) else float("inf")
+            rows.append({"device_id": int(dev), "bin_lo_us": float(lo), "bin_hi_us": float(hi),
+                         "count": int(sel.sum()), "total_ns": int(v[sel].sum())})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _stream_table(ops: pd.DataFrame) -> pd.DataFrame:
+    u = union_busy(ops, ["device_id", "stream_id"]) if len(ops) else union_busy(
+        ops.assign(device_id=pd.Series(dtype="int64"), stream_id=pd.Series(dtype="int64")),
+        ["device_id", "stream_id"])
+    return u[["device_id", "stream_id", "ops", "busy_ns", "span_ns", "gap_count", "gaps_ns",
+              "max_gap_ns"]]

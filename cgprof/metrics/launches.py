@@ -1,0 +1,113 @@
+"""Host-side CUDA API calls grouped into launch families.
+
+A *family* is what a performance engineer counts: eager kernel launches vs graph launches,
+copies, memsets, synchronisations, graph setup (capture/instantiate) and everything else.
+Calls made while a stream was being captured (between ``cudaStreamBeginCapture`` and
+``cudaStreamEndCapture`` on the same thread) are real CPU calls that launch nothing on the GPU;
+they are flagged ``in_capture`` and counted apart.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from cgprof.trace import Trace
+
+KERNEL_LAUNCH = "kernel_launch"
+GRAPH_LAUNCH = "graph_launch"
+MEMCPY = "memcpy"
+MEMSET = "memset"
+SYNC = "sync"
+GRAPH_SETUP = "graph_setup"
+OTHER = "other"
+FAMILIES = (KERNEL_LAUNCH, GRAPH_LAUNCH, MEMCPY, MEMSET, SYNC, GRAPH_SETUP, OTHER)
+
+_RULES: list[tuple[str, re.Pattern[str]]] = [
+    (GRAPH_LAUNCH, re.compile(r"^(cudaGraphLaunch|cuGraphLaunch)")),
+    # cudaLaunchKernel, cudaLaunchKernelExC, cudaLaunchCooperativeKernel(MultiDevice),
+    # cuLaunchKernel(Ex), cuLaunchCooperativeKernel, cuLaunchGrid*; not cudaLaunchHostFunc.
+    (KERNEL_LAUNCH, re.compile(
+        r"^(cudaLaunchKernel|cudaLaunchCooperativeKernel|cuLaunchKernel|cuLaunchCooperativeKernel"
+        r"|cuLaunchGrid|cudaLaunch$|cudaLaunch_ptsz)")),
+    (GRAPH_SETUP, re.compile(
+        r"^(cudaStreamBeginCapture|cudaStreamEndCapture|cuStreamBeginCapture|cuStreamEndCapture"
+        r"|cudaGraphInstantiate|cuGraphInstantiate|cudaGraphUpload|cuGraphUpload"
+        r"|cudaGraphExecUpdate|cuGraphExecUpdate|cudaGraphExecDestroy|cuGraphExecDestroy"
+        r"|cudaGraphDestroy|cuGraphDestroy)")),
+    (MEMCPY, re.compile(r"^(cudaMemcpy|cuMemcpy)")),
+    (MEMSET, re.compile(r"^(cudaMemset|cuMemset|cuMemsetD)")),
+    (SYNC, re.compile(r"Synchronize")),
+]
+
+
+def family_of(name: str) -> str:
+    """Launch family of a CUDA API name (version suffix already stripped or not)."""
+    for family, pattern in _RULES:
+        if pattern.search(name):
+            return family
+    return OTHER
+
+
+def api_calls(trace: Trace) -> pd.DataFrame:
+    """Real API calls (eventClass runtime/driver) with ``family`` and ``in_capture`` added.
+
+    Columns: start_ns end_ns dur_ns pid tid global_tid corr_id name_raw name nsys_name
+    family in_capture (bool). Sorted by start_ns.
+    """
+    calls = trace.api_calls.copy()
+    if calls.empty:
+        calls["family"] = pd.Series(dtype="object")
+        calls["in_capture"] = pd.Series(dtype="bool")
+        return calls
+    cats = calls["name"].cat.categories
+    calls["family"] = calls["name"].map({c: family_of(c) for c in cats}).astype("category")
+    calls["in_capture"] = _in_capture(calls)
+    return calls
+
+
+def _in_capture(calls: pd.DataFrame) -> np.ndarray:
+    """True for calls on a thread between its BeginCapture and EndCapture calls."""
+    name = calls["name"].astype(str)
+    begin = name.str.contains("StreamBeginCapture", regex=False).to_numpy()
+    end = name.str.contains("StreamEndCapture", regex=False).to_numpy()
+    if not begin.any():
+        return np.zeros(len(calls), dtype=bool)
+    # Per thread, depth = number of begins so far - number of ends before this call.
+    order = np.lexsort((calls["start_ns"].to_numpy(), calls["global_tid"].to_numpy()))
+    tids = calls["global_tid"].to_numpy()[order]
+    b, e = begin[order].astype(np.int64), end[order].astype(np.int64)
+    opened = pd.Series(b).groupby(tids).cumsum().to_numpy()
+    closed_before = pd.Series(e).groupby(tids).cumsum().to_numpy() - e
+    inside = (opened - closed_before > 0) & (b == 0) & (e == 0)
+    out = np.zeros(len(calls), dtype=bool)
+    out[order] = inside
+    return out
+
+
+def launch_summary(calls: pd.DataFrame) -> pd.DataFrame:
+    """Calls and host time per family.
+
+    Columns: family, calls (outside stream capture), captured_calls (recorded during stream
+    capture: they launch nothing), host_ns (host time of the uncaptured calls), avg_ns,
+    names (the distinct suffix-stripped API names in the family, sorted, ';'-joined).
+    """
+    rows = []
+    for family in FAMILIES:
+        fam = calls[calls["family"] == family]
+        live = fam[~fam["in_capture"]]
+        if fam.empty:
+            continue
+        host = int(live["dur_ns"].sum())
+        rows.append({
+            "family": family,
+            "calls": int(len(live)),
+            "captured_calls": int(len(fam) - len(live)),
+            "host_ns": host,
+            "avg_ns": float(host / len(live)) if len(live) else None,
+            "names": ";".join(sorted({str(n) for n in fam["name"].unique()})),
+        })
+    return pd.DataFrame(rows, columns=["family", "calls", "captured_calls", "host_ns", "avg_ns",
+                                       "names"])

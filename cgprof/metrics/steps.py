@@ -1,0 +1,286 @@
+"""Cut a trace into steps (instances of one NVTX range) and measure each step.
+
+Which range: ``--step NAME[@DOMAIN]``; by default cgprof's own ``step`` range in domain
+``cgprof`` when present, else the most frequent repeating range, else the whole trace as one
+step (said plainly in ``StepResult.source``).
+
+Attribution follows what nsys's NVTX projection does: a CUDA API call belongs to a step when it
+lies inside the range on the same thread; GPU work belongs to the step of the call that
+launched it (joined on pid + correlationId), so a graph replay's kernels count for the step
+that called ``cudaGraphLaunch``. It is a sorted sweep, not an SQL range join.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from cgprof import schema as S
+from cgprof.errors import AnalysisError
+from cgprof.metrics import launches as L
+from cgprof.metrics.intervals import assign_to_ranges, union_busy
+from cgprof.metrics.summaries import nvtx_ranges
+from cgprof.trace import Trace
+
+DEFAULT_STEP = ("step", "cgprof")
+
+#: A step is launch-bound when the GPU was busy for less than BUSY_SHARE of the step's host
+#: time and at least WAIT_SHARE of the GPU's idle time in the step was spent waiting for the
+#: host to launch the next work (gaps of kind ``launch_bound``, see cgprof.metrics.gaps).
+BUSY_SHARE = 0.5
+WAIT_SHARE = 0.5
+
+STEP_COLUMNS = [
+    "step", "index", "payload", "group", "mode", "pid", "tid", "start_ns", "end_ns", "dur_ns",
+    "effective_ns",
+    "api_calls", "kernel_launches", "graph_launches", "memcpy_calls", "sync_calls",
+    "launch_host_ns", "sync_host_ns", "kernels", "graph_replays", "gpu_ops", "gpu_start_ns",
+    "gpu_end_ns", "gpu_span_ns", "gpu_busy_ns", "gpu_idle_ns", "compactness", "busy_pct",
+    "launch_wait_ns", "launch_bound",
+]
+
+
+@dataclass
+class StepResult:
+    """Per-step table and how the steps were chosen.
+
+    steps   one row per step (STEP_COLUMNS): step (0-based after --skip), index (position among
+            all instances), effective_ns (the step's cost: the longer of its host range and
+            its GPU span, since a graphed step returns to the host before its replay ends),
+            payload (NVTX payload, e.g. the step number), group (innermost
+            enclosing range on the same thread, e.g. "eager"), mode ("graph" if the step called
+            a graph launch, else "eager"), host range (start_ns, end_ns, dur_ns), API calls by
+            family (launches during stream capture excluded), launch_host_ns (host time in
+            kernel and graph launch calls), kernels (kernel rows executed; <NA> when a
+            graph-granularity replay hides them), graph_replays,
+            gpu_ops, the GPU projection (gpu_start_ns..gpu_end_ns, gpu_span_ns), gpu_busy_ns
+            (union of the step's GPU work), gpu_idle_ns = span - busy, compactness = busy / span (<NA> when a graph-granularity replay hides it),
+            busy_pct = 100 * busy / host duration (above 100 when the GPU work outlasts the
+            host range), launch_wait_ns (GPU idle time before this step's work spent waiting
+            for its launch calls), launch_bound (see BUSY_SHARE, WAIT_SHARE).
+    name    the range name used ("cgprof:step"), or None for whole-trace
+    source  "option", "default", "most-frequent" or "whole-trace"
+    skipped number of leading instances dropped with --skip
+    call_steps  (pid, corr_id, step) of every API call attributed to a step
+    """
+
+    steps: pd.DataFrame
+    name: str | None
+    source: str
+    skipped: int
+    total_instances: int
+    call_steps: pd.DataFrame
+
+    def window(self) -> tuple[int, int] | None:
+        """Host start of the first step to the end of the last step or its GPU work."""
+        st = self.steps
+        if self.source == "whole-trace" or st.empty:
+            return None
+        end = int(st["end_ns"].max())
+        gpu_end = st["gpu_end_ns"].dropna()
+        if len(gpu_end):
+            end = max(end, int(gpu_end.max()))
+        return int(st["start_ns"].min()), end
+
+
+def classify_steps(result: StepResult, gaps: pd.DataFrame) -> None:
+    """Fill ``launch_wait_ns`` and ``launch_bound`` from the classified GPU gaps (in place)."""
+    st = result.steps
+    wait = gaps[gaps["kind"] == "launch_bound"][["next_pid", "next_corr_id", "gap_ns"]]
+    wait = wait.astype({"next_pid": "int64", "next_corr_id": "int64", "gap_ns": "int64"})
+    wait = wait.merge(result.call_steps, left_on=["next_pid", "next_corr_id"],
+                      right_on=["pid", "corr_id"], how="inner")
+    per = np.bincount(wait["step"].to_numpy(np.int64),
+                      weights=wait["gap_ns"].to_numpy(np.float64), minlength=len(st))
+    st["launch_wait_ns"] = per[: len(st)].astype(np.int64)
+    idle = (st["dur_ns"] - st["gpu_busy_ns"]).clip(lower=0)
+    st["launch_bound"] = (
+        (st["dur_ns"] > 0)
+        & (st["gpu_busy_ns"] < BUSY_SHARE * st["dur_ns"])
+        & (st["launch_wait_ns"] >= WAIT_SHARE * idle)
+    )
+
+
+def parse_step_option(value: str) -> tuple[str, str | None]:
+    """``NAME[@DOMAIN]`` -> (name, domain or None)."""
+    if "@" in value:
+        name, domain = value.rsplit("@", 1)
+        return name, domain
+    return value, None
+
+
+def choose_step_ranges(
+    trace: Trace, step: str | None
+) -> tuple[pd.DataFrame, str | None, str]:
+    """The NVTX range instances that are the steps, their display name, and how chosen."""
+    ranges = nvtx_ranges(trace)
+    if step is not None:
+        name, domain = parse_step_option(step)
+        sel = ranges[ranges["text"] == name]
+        if domain is not None:
+            sel = sel[sel["domain"] == domain]
+        if sel.empty:
+            known = ", ".join(_range_labels(ranges)[:8]) or "none"
+            raise AnalysisError(
+                f"{trace.path}: no NVTX range '{step}' (ranges in this trace: {known})"
+            )
+        return sel, str(sel["name"].iloc[0]), "option"
+    name, domain = DEFAULT_STEP
+    sel = ranges[(ranges["text"] == name) & (ranges["domain"] == domain)]
+    if len(sel):
+        return sel, f"{domain}:{name}", "default"
+    if len(ranges):
+        counts = ranges.groupby("name", sort=True).size()
+        counts = counts[counts >= 2]
+        if len(counts):
+            best = counts.sort_values(ascending=False, kind="stable").index[0]
+            return ranges[ranges["name"] == best], str(best), "most-frequent"
+    return ranges.iloc[0:0], None, "whole-trace"
+
+
+def _range_labels(ranges: pd.DataFrame) -> list[str]:
+    labels = []
+    for (text, domain), _ in ranges.groupby(["text", "domain"], sort=True):
+        labels.append(f"{text}@{domain}" if domain else str(text))
+    return labels
+
+
+def compute_steps(
+    trace: Trace,
+    calls: pd.DataFrame,
+    ops: pd.DataFrame,
+    step: str | None = None,
+    skip: int = 0,
+) -> StepResult:
+    """Measure every step; see the module doc for how work is attributed."""
+    sel, name, source = choose_step_ranges(trace, step)
+    if source == "whole-trace":
+        inst = _whole_trace_step(trace, calls, ops)
+    else:
+        inst = sel.sort_values(["start_ns", "global_tid"], kind="stable").reset_index(drop=True)
+        inst = inst.assign(end_ns=inst["end_ns"].astype("int64"))
+    total = len(inst)
+    if skip < 0:
+        raise AnalysisError("--skip must be 0 or more")
+    if skip and skip >= total:
+        raise AnalysisError(
+            f"{trace.path}: --skip {skip} leaves no steps ({total} instances of {name})")
+    inst = inst.assign(index=np.arange(total, dtype=np.int64)).iloc[skip:].reset_index(drop=True)
+    steps, call_steps = _measure(trace, inst, calls, ops, whole=source == "whole-trace")
+    return StepResult(steps=steps, name=name, source=source, skipped=skip, total_instances=total,
+                      call_steps=call_steps)
+
+
+def _whole_trace_step(trace: Trace, calls: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    starts = [df["start_ns"].min() for df in (calls, ops) if len(df)]
+    ends = [df["end_ns"].max() for df in (calls, ops) if len(df)]
+    start, end = (int(min(starts)), int(max(ends))) if starts else (0, 0)
+    return pd.DataFrame({"start_ns": [start], "end_ns": [end], "global_tid": [-1], "pid": [-1],
+                         "tid": [-1], "payload": pd.array([pd.NA], dtype="Int64"),
+                         "text": [""], "domain": [""], "name": [""]})
+
+
+def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    n = len(inst)
+    idx = np.arange(n)
+    if whole:
+        call_step = np.zeros(len(calls), dtype=np.int64)
+    else:
+        call_step = assign_to_ranges(
+            calls["global_tid"].to_numpy(dtype=np.int64), calls["start_ns"].to_numpy(np.int64),
+            calls["end_ns"].to_numpy(np.int64), inst["global_tid"].to_numpy(dtype=np.int64),
+            inst["start_ns"].to_numpy(np.int64), inst["end_ns"].to_numpy(np.int64))
+    c = calls.assign(step=call_step)
+    c = c[(c["step"] >= 0) & ~c["in_capture"]]
+
+    def count(mask: pd.Series) -> np.ndarray:
+        return np.bincount(c.loc[mask, "step"].to_numpy(np.int64), minlength=n)[:n]
+
+    def host(mask: pd.Series) -> np.ndarray:
+        sub = c.loc[mask]
+        return np.bincount(sub["step"].to_numpy(np.int64),
+                           weights=sub["dur_ns"].to_numpy(np.float64), minlength=n)[:n]
+
+    fam = c["family"]
+    is_launch = fam.isin([L.KERNEL_LAUNCH, L.GRAPH_LAUNCH])
+    out = pd.DataFrame({
+        "step": idx,
+        "index": inst["index"].to_numpy(np.int64),
+        "payload": pd.array(inst["payload"], dtype="Int64"),
+        "group": _groups(trace, inst) if not whole else [""] * n,
+        "pid": inst["pid"].to_numpy(np.int64),
+        "tid": inst["tid"].to_numpy(np.int64),
+        "start_ns": inst["start_ns"].to_numpy(np.int64),
+        "end_ns": inst["end_ns"].to_numpy(np.int64),
+        "api_calls": count(pd.Series(True, index=c.index)),
+        "kernel_launches": count(fam == L.KERNEL_LAUNCH),
+        "graph_launches": count(fam == L.GRAPH_LAUNCH),
+        "memcpy_calls": count(fam == L.MEMCPY),
+        "sync_calls": count(fam == L.SYNC),
+        "launch_host_ns": host(is_launch).astype(np.int64),
+        "sync_host_ns": host(fam == L.SYNC).astype(np.int64),
+    })
+    out["dur_ns"] = out["end_ns"] - out["start_ns"]
+    out["mode"] = np.where(out["graph_launches"] > 0, "graph", "eager")
+
+    # GPU work -> step of its launch call, on (pid, corr_id).
+    key = c[["pid", "corr_id", "step"]].drop_duplicates(["pid", "corr_id"])
+    if whole:
+        w = ops.assign(step=0)
+    else:
+        w = ops.merge(key, on=["pid", "corr_id"], how="inner")
+    kernels = np.bincount(w.loc[w["kind"] == "kernel", "step"].to_numpy(np.int64), minlength=n)
+    replay_rows = w[w["in_graph"]].drop_duplicates(["pid", "corr_id"])
+    out["kernels"] = kernels[:n]
+    out["graph_replays"] = np.bincount(replay_rows["step"].to_numpy(np.int64), minlength=n)[:n]
+    u = union_busy(w[["step", "start_ns", "end_ns"]], ["step"])
+    u = u.set_index("step").reindex(idx)
+    out["gpu_ops"] = u["ops"].fillna(0).astype("int64").to_numpy()
+    out["gpu_start_ns"] = pd.array(u["first_start_ns"], dtype="Int64")
+    out["gpu_end_ns"] = pd.array(u["last_end_ns"], dtype="Int64")
+    out["gpu_span_ns"] = pd.array(u["span_ns"], dtype="Int64")
+    out["gpu_busy_ns"] = u["busy_ns"].fillna(0).astype("int64").to_numpy()
+    out["gpu_idle_ns"] = pd.array(u["span_ns"] - u["busy_ns"], dtype="Int64")
+    out["effective_ns"] = np.maximum(out["dur_ns"].to_numpy(np.int64),
+                                     u["span_ns"].fillna(0).to_numpy(np.int64))
+    span = out["gpu_span_ns"].astype("Float64")
+    out["compactness"] = (out["gpu_busy_ns"] / span.where(span > 0)).astype("Float64")
+    dur = out["dur_ns"].where(out["dur_ns"] > 0)
+    out["busy_pct"] = (100.0 * out["gpu_busy_ns"] / dur).astype("Float64")
+    # Graph-granularity rows hide the replay's inside: its kernels and gaps are unknown.
+    hidden = np.bincount(w.loc[w["kind"] == "graph", "step"].to_numpy(np.int64),
+                         minlength=n)[:n] > 0
+    out["kernels"] = pd.array(np.where(hidden, 0, out["kernels"]), dtype="Int64")
+    out.loc[hidden, "kernels"] = pd.NA
+    out.loc[hidden, "compactness"] = pd.NA
+    # Filled by classify_steps() once the GPU gaps are known.
+    out["launch_wait_ns"] = np.zeros(n, dtype=np.int64)
+    out["launch_bound"] = np.zeros(n, dtype=bool)
+    return out[STEP_COLUMNS], key.reset_index(drop=True)
+
+
+def _groups(trace: Trace, inst: pd.DataFrame) -> list[str]:
+    """Innermost other push/pop range enclosing each step on its thread (e.g. "eager")."""
+    ranges = nvtx_ranges(trace)
+    ranges = ranges[ranges["event_type"].isin([S.NVTX_PUSHPOP, S.NVTXT_PUSHPOP])]
+    step_names = set(inst["name"].astype(str))
+    others = ranges[~ranges["name"].astype(str).isin(step_names)]
+    result = [""] * len(inst)
+    if others.empty:
+        return result
+    for gtid, steps in inst.groupby("global_tid", sort=False):
+        o = others[others["global_tid"] == gtid].sort_values("start_ns", kind="stable")
+        if o.empty:
+            continue
+        os_, oe = o["start_ns"].to_numpy(np.int64), o["end_ns"].to_numpy(np.int64)
+        names = o["text"].astype(str).to_numpy()
+        for pos, s, e in zip(steps.index, steps["start_ns"], steps["end_ns"], strict=True):
+            j = np.searchsorted(os_, s, "right")
+            # Push/pop ranges nest: walk back to the latest-starting one that still encloses.
+            for k in range(j - 1, max(j - 64, -1), -1):
+                if oe[k] >= e:
+                    result[pos] = names[k]
+                    break
+    return result

@@ -1,0 +1,767 @@
+"""Record a command under Nsight Systems and export the SQLite file `cgprof analyze` reads.
+
+The flow is ``nsys profile`` -> (``QdstrmImporter`` when nsys could not import its own raw
+stream) -> ``nsys export --type sqlite`` -> a read-only check that the result is an nsys
+export. The pieces that decide *what* to run are pure functions so that tests can check
+them without nsys:
+
+- :func:`find_nsys` - where nsys is (``--nsys``, ``CGPROF_NSYS``, ``PATH``, install folders);
+- :func:`build_profile_argv` - ``nsys profile`` with cgprof's defaults, each added only when
+  the user did not pass that flag in any spelling (nsys-jax's ``override_nsys_default``);
+- :func:`build_export_argv` - ``nsys export`` to a temporary name, optionally limited to the
+  tables cgprof reads;
+- :func:`record` - runs all of it as real subprocesses and returns a :class:`RecordResult`.
+
+Files are handled conservatively: every output (``NAME.sqlite``, ``NAME.nsys-rep``,
+``NAME.qdstrm``) is checked *before* anything runs and nothing is overwritten without
+``force``; the SQLite file is exported under a temporary name in the same folder and only
+renamed into place (atomically) once it has been opened and checked, so a failed or
+interrupted export never leaves a half-written ``NAME.sqlite`` behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TextIO
+
+from cgprof.errors import OutputExistsError, RecordError
+
+#: Defaults cgprof adds to ``nsys profile`` when the user did not pass the flag.
+#: ``cuda,nvtx`` is all the analyzer reads; ``node`` graph tracing keeps one kernel row per
+#: replayed graph node (in ``graph`` mode replayed kernels have no kernel rows at all);
+#: CPU sampling and context-switch tracing only make the trace bigger and slower to export.
+DEFAULT_TRACE = "cuda,nvtx"
+DEFAULT_GRAPH_TRACE = "node"
+GRAPH_TRACE_CHOICES = ("node", "graph")
+
+#: Where nsys usually lives when it is not on PATH, searched in this order. The last one is
+#: the full nsys that ships inside Nsight Compute (and inside containers that bundle it).
+NSYS_GLOBS: tuple[str, ...] = (
+    "/opt/nvidia/nsight-systems/*/bin",
+    "/usr/local/cuda*/bin",
+    "/opt/nvidia/nsight-compute/*/host/target-linux-x64",
+)
+
+#: The tables cgprof reads (see the schema notes in cgprof/trace.py and NSYS_SQLITE.md),
+#: as one ``nsys export --tables`` pattern. Family patterns (``ENUM_.*``) keep small lookup
+#: tables whose exact set drifts between nsys versions. Exact names are listed without
+#: anchors so the pattern selects the same tables whether nsys matches it against the
+#: whole table name or searches within it.
+EXPORT_TABLES: tuple[str, ...] = (
+    "StringIds",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
+    "CUDA_GRAPH_EVENTS",
+    "CUDA_GRAPH_NODE_EVENTS",
+    "NVTX_EVENTS",
+    "PROFILER_OVERHEAD",
+    "DIAGNOSTIC_EVENT",
+    "ThreadNames",
+    "PROCESSES",
+    "ANALYSIS_DETAILS",
+    "EXPORT_META_DATA",
+    "META_DATA_.*",
+    "ENUM_.*",
+    "TARGET_INFO_.*",
+)
+
+_OUTPUT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdstrm")
+
+#: Shared libraries QdstrmImporter is known to miss, and the packages that provide them.
+_LIBRARY_PACKAGES = {
+    "libdw.so.1": "libdw1 on Debian/Ubuntu, elfutils-libs on RHEL/Fedora",
+    "libelf.so.1": "libelf1 on Debian/Ubuntu, elfutils-libelf on RHEL/Fedora",
+}
+
+_MISSING_LIBRARY = re.compile(
+    r"error while loading shared libraries: (\S+?): cannot open shared object file"
+)
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """What `cgprof record` was asked to do.
+
+    ``command`` is the full argv to profile (already resolved: a ``.py`` script is
+    preceded by the interpreter, see :func:`resolve_command`). ``output`` is the base
+    name of the outputs (``NAME`` -> ``NAME.nsys-rep`` and ``NAME.sqlite``); ``None``
+    derives it from the command. ``graph_trace`` ``None`` means ``node`` unless the user
+    passed ``--cuda-graph-trace`` through ``nsys_args``.
+    """
+
+    command: Sequence[str]
+    output: str | os.PathLike[str] | None = None
+    force: bool = False
+    graph_trace: str | None = None
+    nsys: str | os.PathLike[str] | None = None
+    nsys_args: Sequence[str] = ()
+    all_tables: bool = False
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    """What one recording produced.
+
+    ``exit_code`` is the profiled command's exit code as nsys reported it (128 + signal
+    number when it died of a signal; 130 when cgprof was interrupted and nsys reported
+    success). ``tables_limited`` says whether the export holds only :data:`EXPORT_TABLES`.
+    ``warnings`` are the lines already printed to the progress stream.
+    """
+
+    sqlite_path: Path
+    report_path: Path
+    exit_code: int
+    interrupted: bool
+    imported_qdstrm: bool
+    tables_limited: bool
+    nsys: Path
+    profile_argv: list[str]
+    export_argv: list[str]
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def next_command(self) -> str:
+        """The command a user runs next, quoted for a POSIX shell."""
+        return f"cgprof analyze {shlex.quote(str(self.sqlite_path))}"
+
+
+# --------------------------------------------------------------------------------------
+# Finding nsys and its importer
+
+
+def _is_executable_file(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _version_key(path: Path) -> list[object]:
+    """Sort key that orders ``2025.3.1`` after ``2024.6.2`` and ``cuda-12.10`` after ``-12.9``."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", str(path))]
+
+
+def find_nsys(
+    explicit: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    globs: Sequence[str] = NSYS_GLOBS,
+) -> Path:
+    """Return the nsys executable to use.
+
+    Order: ``explicit`` (``--nsys``; a file, or a folder holding ``nsys``), then
+    ``CGPROF_NSYS``, then ``PATH``, then each of ``globs`` (newest version first when a
+    pattern matches several installs). An explicit path or ``CGPROF_NSYS`` that is not an
+    executable is an error rather than a silent fall-through, so a typo is not hidden by
+    another nsys. Raises :class:`RecordError` naming every place looked.
+    """
+    env = os.environ if env is None else env
+
+    def usable(value: str | os.PathLike[str], origin: str) -> Path:
+        path = Path(value).expanduser()
+        if path.is_dir():
+            path = path / "nsys"
+        if not _is_executable_file(path):
+            raise RecordError(f"{origin} {value}: no nsys executable there")
+        return path
+
+    if explicit is not None and str(explicit) != "":
+        return usable(explicit, "--nsys")
+    if env.get("CGPROF_NSYS"):
+        return usable(env["CGPROF_NSYS"], "CGPROF_NSYS=")
+    on_path = shutil.which("nsys", path=env.get("PATH", ""))
+    if on_path:
+        return Path(on_path)
+    for pattern in globs:
+        folders = sorted(Path("/").glob(pattern.lstrip("/")), key=_version_key, reverse=True)
+        for folder in folders:
+            if _is_executable_file(folder / "nsys"):
+                return folder / "nsys"
+    looked = ", ".join(["--nsys", "$CGPROF_NSYS", "PATH", *globs])
+    raise RecordError(
+        f"nsys (Nsight Systems) not found; looked in: {looked}. "
+        "Install Nsight Systems or point cgprof at it with --nsys PATH or CGPROF_NSYS=PATH"
+    )
+
+
+def _importer_folders(nsys: Path) -> list[Path]:
+    folders: list[Path] = []
+    for folder in (nsys.parent, nsys.resolve().parent):
+        if folder not in folders:
+            folders.append(folder)
+    return folders
+
+
+def qdstrm_importer_candidates(nsys: Path) -> list[str]:
+    """Places searched for ``QdstrmImporter`` beside ``nsys``, in order (for messages).
+
+    A full Nsight Systems install keeps the importer in a sibling of nsys's folder
+    (``target-linux-x64/nsys`` next to ``host-linux-x64/QdstrmImporter``); the nsys bundled
+    in Nsight Compute has ``host/target-linux-x64/nsys`` and
+    ``host/linux-desktop-glibc_2_11_3-x64/QdstrmImporter``. nsys on PATH is often a symlink
+    or a ``bin/`` wrapper, so both the given and the resolved folder are searched.
+    """
+    places: list[str] = []
+    for folder in _importer_folders(nsys):
+        places += [str(folder / "QdstrmImporter"), str(folder.parent / "*" / "QdstrmImporter")]
+    return places
+
+
+def find_qdstrm_importer(nsys: Path, env: Mapping[str, str] | None = None) -> Path | None:
+    """Return ``CGPROF_QDSTRM_IMPORTER``, else the ``QdstrmImporter`` beside ``nsys``, else None."""
+    env = os.environ if env is None else env
+    if env.get("CGPROF_QDSTRM_IMPORTER"):
+        path = Path(env["CGPROF_QDSTRM_IMPORTER"]).expanduser()
+        if not _is_executable_file(path):
+            raise RecordError(
+                f"CGPROF_QDSTRM_IMPORTER={path}: no QdstrmImporter executable there"
+            )
+        return path
+    for folder in _importer_folders(nsys):
+        siblings = sorted(folder.parent.glob("*/QdstrmImporter"), key=_version_key, reverse=True)
+        for candidate in [folder / "QdstrmImporter", *siblings]:
+            if _is_executable_file(candidate):
+                return candidate
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Building argv (pure)
+
+
+def resolve_command(words: Sequence[str], python: str | None = None) -> list[str]:
+    """Turn ``SCRIPT [ARGS]`` or ``COMMAND [ARGS]`` into the argv nsys launches.
+
+    A first word ending in ``.py`` runs under ``python`` (default: the interpreter cgprof
+    runs under, so the script sees the same environment and packages); anything else
+    (``python3 -m pkg``, ``torchrun``, ``cgprof run ...``) is taken as given.
+    """
+    if not words:
+        raise RecordError("nothing to record: give a script (train.py) or -- COMMAND")
+    if words[0].endswith(".py"):
+        return [python or sys.executable, *words]
+    return list(words)
+
+
+def default_output_name(command: Sequence[str]) -> str:
+    """Base name for outputs when ``-o`` is not given: the script's or module's name.
+
+    ``python train.py`` -> ``train``; ``python -m pkg.mod`` -> ``mod``;
+    ``torchrun --nproc-per-node 2 train.py`` -> ``train``; otherwise the program's name.
+    """
+    for i, word in enumerate(command):
+        if word.endswith(".py"):
+            return Path(word).stem
+        if word == "-m" and i + 1 < len(command):
+            return command[i + 1].rsplit(".", 1)[-1]
+    return Path(command[0]).name if command else "cgprof"
+
+
+def output_base(name: str | os.PathLike[str]) -> Path:
+    """``NAME``, ``NAME.sqlite`` or ``NAME.nsys-rep`` -> the base path ``NAME``."""
+    text = str(name)
+    for suffix in _OUTPUT_SUFFIXES:
+        if text.endswith(suffix):
+            text = text[: -len(suffix)]
+            break
+    if not text or text.endswith(os.sep):
+        raise RecordError(f"-o {name}: give a file name, e.g. -o runs/train_eager")
+    return Path(text)
+
+
+def with_suffix(base: Path, suffix: str) -> Path:
+    """``base`` + ``suffix`` without touching dots already in the name (``run.v2``)."""
+    return base.with_name(base.name + suffix)
+
+
+def _flag_value(
+    args: Sequence[str], long: str, short: str | None = None
+) -> tuple[bool, str | None]:
+    """Whether ``args`` set an nsys flag, and its value, in any spelling nsys accepts.
+
+    nsys takes ``--long=value`` and ``--long value`` for long switches and ``-s value``
+    for short ones (its docs ask for a space after short switches; ``-svalue`` is
+    accepted here too). The value is ``None`` when it cannot be told.
+    """
+    for i, arg in enumerate(args):
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        if arg == long or (short is not None and arg == short):
+            return True, nxt
+        if arg.startswith(long + "="):
+            return True, arg[len(long) + 1 :]
+        if short is not None and arg.startswith(short) and not arg.startswith("--"):
+            return True, arg[len(short) :].lstrip("=")
+    return False, None
+
+
+def user_output(nsys_args: Sequence[str]) -> str | None:
+    """The ``-o/--output`` the user passed to nsys through ``--nsys-arg``, if any."""
+    given, value = _flag_value(nsys_args, "--output", "-o")
+    return value if given else None
+
+
+def build_profile_argv(
+    nsys: str | os.PathLike[str],
+    command: Sequence[str],
+    output_base: str | os.PathLike[str],
+    graph_trace: str | None = None,
+    user_nsys_args: Sequence[str] = (),
+    force: bool = False,
+) -> list[str]:
+    """``nsys profile`` argv: cgprof's defaults, then the user's flags, then the command.
+
+    Each default is added only when the user did not pass that flag (``-t/--trace``,
+    ``--cuda-graph-trace``, ``-s/--sample``, ``--cpuctxsw``, ``-o/--output``,
+    ``-f/--force-overwrite``); the user's flags pass through untouched, in order.
+    ``graph_trace`` is cgprof's ``--graph-trace``; it conflicts with a different
+    ``--cuda-graph-trace`` among the user's flags. ``--force-overwrite=true`` is added only
+    with ``force`` (cgprof has already refused existing outputs otherwise).
+    """
+    args = list(user_nsys_args)
+    if graph_trace is not None and graph_trace not in GRAPH_TRACE_CHOICES:
+        raise RecordError(f"--graph-trace {graph_trace}: choose node or graph")
+    defaults: list[str] = []
+    if not _flag_value(args, "--trace", "-t")[0]:
+        defaults.append(f"--trace={DEFAULT_TRACE}")
+    given, value = _flag_value(args, "--cuda-graph-trace")
+    if given:
+        if graph_trace is not None and value is not None and value != graph_trace:
+            raise RecordError(
+                f"--graph-trace {graph_trace} conflicts with --nsys-arg --cuda-graph-trace={value}"
+            )
+    else:
+        defaults.append(f"--cuda-graph-trace={graph_trace or DEFAULT_GRAPH_TRACE}")
+    if not _flag_value(args, "--sample", "-s")[0]:
+        defaults.append("--sample=none")
+    if not _flag_value(args, "--cpuctxsw")[0]:
+        defaults.append("--cpuctxsw=none")
+    if not _flag_value(args, "--output", "-o")[0]:
+        defaults.append(f"--output={output_base}")
+    if force and not _flag_value(args, "--force-overwrite", "-f")[0]:
+        defaults.append("--force-overwrite=true")
+    return [str(nsys), "profile", *defaults, *args, *command]
+
+
+def export_tables_pattern(tables: Sequence[str] = EXPORT_TABLES) -> str:
+    """The ``nsys export --tables`` value: one regular expression, alternatives joined by ``|``."""
+    return "|".join(tables)
+
+
+def build_export_argv(
+    nsys: str | os.PathLike[str],
+    report: str | os.PathLike[str],
+    sqlite_out: str | os.PathLike[str],
+    tables: Sequence[str] | None = None,
+) -> list[str]:
+    """``nsys export --type=sqlite`` argv writing ``sqlite_out`` from ``report``.
+
+    ``tables`` limits the export to those tables (``--tables``, nsys versions that have
+    it); ``None`` exports everything. ``--force-overwrite=true`` because ``sqlite_out`` is
+    cgprof's own temporary file, which already exists (it was reserved with mkstemp).
+    """
+    argv = [str(nsys), "export", "--type=sqlite", f"--output={sqlite_out}",
+            "--force-overwrite=true"]
+    if tables is not None:
+        argv.append(f"--tables={export_tables_pattern(tables)}")
+    argv.append(str(report))
+    return argv
+
+
+# --------------------------------------------------------------------------------------
+# Running
+
+
+class _Progress:
+    """One progress line on ``stream`` while a slow step (import, export) runs.
+
+    On a terminal the line ticks the elapsed seconds in place and ends with
+    ``done in 3.2 s``; elsewhere (logs, CI) it is printed when the step starts and again,
+    with the time, when it ends, so a log shows where the minutes went.
+    """
+
+    def __init__(self, stream: TextIO | None, doing: str) -> None:
+        self.stream = stream
+        self.doing = doing
+        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.t0 = 0.0
+
+    def _write(self, text: str) -> None:
+        if self.stream is not None:
+            self.stream.write(text)
+            self.stream.flush()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self._write(f"\r{self.doing} ... {time.monotonic() - self.t0:.0f} s")
+
+    def __enter__(self) -> _Progress:
+        self.t0 = time.monotonic()
+        if self.tty:
+            self._write(f"{self.doing} ...")
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread.start()
+        else:
+            self._write(f"{self.doing} ...\n")
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        status = f"done in {time.monotonic() - self.t0:.1f} s" if exc_type is None else "failed"
+        prefix = "\r" if self.tty else ""  # on a terminal, overwrite the ticking line
+        self._write(f"{prefix}{self.doing} ... {status}\n")
+
+
+def _exit_status(returncode: int) -> int:
+    """A shell-style exit status: ``-N`` (killed by signal N) becomes ``128 + N``."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    kept = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])
+
+
+@contextmanager
+def _forwarding_signals(on_signal: Callable[[int], None]) -> Iterator[list[int]]:
+    """While profiling, pass Ctrl-C (SIGINT) and SIGTERM on to nsys's process group.
+
+    nsys runs in its own session, so a Ctrl-C at the terminal reaches only cgprof; cgprof
+    hands it to nsys and the program (as a terminal would) and keeps waiting: nsys reacts
+    by stopping the program and writing the report of what it captured, which cgprof then
+    exports. Yields a one-element list the caller fills with nsys's pid once it has
+    started; a signal that arrives before that is passed on as soon as it is filled in
+    (see :meth:`Recorder.profile`). Signal handlers can only be set from the main thread;
+    elsewhere this is a no-op and signals behave as usual.
+    """
+    group: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield group
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        on_signal(signum)
+        if group:
+            _signal_group(group[0], signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield group
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def check_export(path: Path) -> list[str]:
+    """Open ``path`` read-only and return its table names if it is an nsys export.
+
+    An nsys export always has ``StringIds``; a file without it (an empty file, or one
+    nsys left half-written) raises :class:`RecordError`.
+    """
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise RecordError(f"nsys export wrote {path} but it cannot be opened: {exc}") from None
+    if "StringIds" not in names:
+        raise RecordError(
+            f"nsys export wrote {path} but it is not an nsys export (no StringIds table)"
+        )
+    return names
+
+
+def export_supports_tables(nsys: Path) -> bool:
+    """Whether this nsys's ``export`` has ``--tables`` (read from ``nsys export --help``).
+
+    Table filtering is not in every nsys release, so it is detected rather than assumed;
+    if the help cannot be read, cgprof exports every table.
+    """
+    try:
+        proc = subprocess.run(
+            [str(nsys), "export", "--help"], capture_output=True, text=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return re.search(r"--tables\b", proc.stdout + proc.stderr) is not None
+
+
+class Recorder:
+    """Runs one recording; :func:`record` is the function to call.
+
+    Kept as a class so each step (profile, import, export) is a method with the shared
+    state (paths, progress stream, warnings) in one place.
+    """
+
+    def __init__(self, options: RecordOptions, progress: TextIO | None,
+                 env: Mapping[str, str]) -> None:
+        self.options = options
+        self.progress = progress
+        self.env = env
+        self.warnings: list[str] = []
+
+    def say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress.write(line + "\n")
+            self.progress.flush()
+
+    def warn(self, line: str) -> None:
+        self.warnings.append(line)
+        self.say(f"cgprof: warning: {line}")
+
+    def outputs(self) -> tuple[Path, Path, Path, Path]:
+        """(base, .sqlite, .nsys-rep, .qdstrm) for this recording."""
+        opts = self.options
+        from_nsys = user_output(opts.nsys_args)
+        if opts.output is not None and from_nsys is not None:
+            raise RecordError(
+                f"-o {opts.output} conflicts with --nsys-arg output {from_nsys}; give one"
+            )
+        name = opts.output if opts.output is not None else from_nsys
+        if name is None:
+            name = default_output_name(opts.command)
+        if "%" in str(name):
+            # nsys expands %p, %h, %q{VAR} in output names; cgprof would not know the result.
+            raise RecordError(f"-o {name}: nsys % patterns are not supported in cgprof record")
+        base = output_base(name)
+        return (base, with_suffix(base, ".sqlite"), with_suffix(base, ".nsys-rep"),
+                with_suffix(base, ".qdstrm"))
+
+    def check_command(self) -> None:
+        command = self.options.command
+        if not command:
+            raise RecordError("nothing to record: give a script (train.py) or -- COMMAND")
+        for word in command[:2]:
+            # The script is the first or (after the interpreter) second word.
+            if word.endswith(".py") and not Path(word).is_file():
+                raise RecordError(f"{word}: no such script")
+        program = command[0]
+        if os.sep in program:
+            if not _is_executable_file(Path(program)):
+                raise RecordError(f"{program}: not an executable file")
+        elif shutil.which(program, path=self.env.get("PATH", "")) is None:
+            raise RecordError(f"{program}: command not found")
+
+    def run(self) -> RecordResult:
+        opts = self.options
+        base, sqlite_path, rep_path, qdstrm_path = self.outputs()
+        self.check_command()
+        # Refuse before running anything: a training run can take hours, and finding out
+        # afterwards that the result may not be written would waste it.
+        for path in (sqlite_path, rep_path, qdstrm_path):
+            if path.exists() and not opts.force:
+                raise OutputExistsError(path)
+        nsys = find_nsys(opts.nsys, self.env)
+        profile_argv = build_profile_argv(
+            nsys, opts.command, base, opts.graph_trace, opts.nsys_args, opts.force
+        )
+        if base.parent != Path("."):
+            base.parent.mkdir(parents=True, exist_ok=True)
+        # With --force, clear the previous run's report and raw stream first: otherwise a
+        # run in which nsys writes only a .qdstrm would leave the old .nsys-rep looking new.
+        if opts.force:
+            for stale in (rep_path, qdstrm_path):
+                stale.unlink(missing_ok=True)
+
+        exit_code, interrupted = self.profile(profile_argv)
+        imported = False
+        if not rep_path.exists():
+            if qdstrm_path.exists():
+                self.import_qdstrm(nsys, qdstrm_path, rep_path)
+                imported = True
+            else:
+                raise RecordError(
+                    f"nsys profile exited with code {exit_code} and wrote no report "
+                    f"({rep_path}); see nsys's messages above"
+                )
+        if interrupted:
+            self.warn(f"interrupted; exporting what was captured before the stop to {sqlite_path}")
+        elif exit_code != 0:
+            self.warn(
+                f"the command exited with code {exit_code}; "
+                f"its partial trace is still exported to {sqlite_path}"
+            )
+        export_argv, limited = self.export(nsys, rep_path, sqlite_path)
+        return RecordResult(
+            sqlite_path=sqlite_path,
+            report_path=rep_path,
+            exit_code=exit_code,
+            interrupted=interrupted,
+            imported_qdstrm=imported,
+            tables_limited=limited,
+            nsys=nsys,
+            profile_argv=profile_argv,
+            export_argv=export_argv,
+            warnings=tuple(self.warnings),
+        )
+
+    def profile(self, argv: list[str]) -> tuple[int, bool]:
+        """Run ``nsys profile``, its output streaming straight through; (exit code, interrupted).
+
+        nsys returns the profiled program's exit code, so that is what cgprof passes on.
+        """
+        self.say("cgprof: " + shlex.join(argv))
+        received: list[int] = []
+
+        def on_signal(signum: int) -> None:
+            if not received:
+                self.say("\ncgprof: stopping the command; the trace so far will be exported")
+            received.append(signum)
+
+        with _forwarding_signals(on_signal) as group:
+            try:
+                proc = subprocess.Popen(argv, start_new_session=True, env=dict(self.env))
+            except OSError as exc:
+                raise RecordError(f"cannot run {argv[0]}: {exc.strerror}") from None
+            group.append(proc.pid)  # its own session: the pid is the process-group id
+            if received:
+                _signal_group(proc.pid, received[-1])
+            returncode = proc.wait()
+        interrupted = bool(received)
+        exit_code = _exit_status(returncode)
+        if interrupted and exit_code == 0:
+            exit_code = 130  # the shell's code for "stopped by Ctrl-C"
+        return exit_code, interrupted
+
+    def import_qdstrm(self, nsys: Path, qdstrm: Path, rep: Path) -> None:
+        """Turn the raw ``.qdstrm`` nsys left into ``.nsys-rep`` with ``QdstrmImporter``.
+
+        The nsys bundled in Nsight Compute cannot find its importer ("Unable to retrieve
+        the importer version: skipping importation of the QDSTRM file") and stops at the
+        raw stream; the importer ships a folder away. Like nsys after its own import, the
+        ``.qdstrm`` is removed once the report exists; on failure it is kept, so the user
+        can import it by hand.
+        """
+        importer = find_qdstrm_importer(nsys, self.env)
+        by_hand = (
+            f"QdstrmImporter -i {shlex.quote(str(qdstrm))} && "
+            f"nsys export --type=sqlite {shlex.quote(str(rep))}"
+        )
+        if importer is None:
+            looked = ", ".join(qdstrm_importer_candidates(nsys))
+            raise RecordError(
+                f"nsys wrote only {qdstrm} and QdstrmImporter was not found "
+                f"(looked in: $CGPROF_QDSTRM_IMPORTER, {looked}); set "
+                f"CGPROF_QDSTRM_IMPORTER to its path, or run: {by_hand}"
+            )
+        argv = [str(importer), "-i", str(qdstrm)]
+        with _Progress(self.progress, f"cgprof: importing {qdstrm}"):
+            try:
+                proc = subprocess.run(argv, capture_output=True, text=True, env=dict(self.env))
+            except OSError as exc:
+                raise RecordError(f"cannot run {importer}: {exc.strerror}") from None
+            output = proc.stdout + proc.stderr
+            missing = _MISSING_LIBRARY.search(output)
+            if missing:
+                library = missing.group(1)
+                package = _LIBRARY_PACKAGES.get(library, "the package that provides it")
+                raise RecordError(
+                    f"QdstrmImporter cannot start: shared library {library} is missing. "
+                    f"Install it ({package}) or add its folder to LD_LIBRARY_PATH, "
+                    f"then run: {by_hand}"
+                )
+            if proc.returncode != 0 or not rep.exists():
+                raise RecordError(
+                    f"QdstrmImporter failed on {qdstrm} (exit code {proc.returncode}): "
+                    f"{_tail(output) or 'no output'}"
+                )
+        qdstrm.unlink()
+
+    def export(self, nsys: Path, rep: Path, sqlite_path: Path) -> tuple[list[str], bool]:
+        """Export ``rep`` to ``sqlite_path`` via a checked temporary file; (argv, limited).
+
+        A table-limited export must hold ``StringIds`` and at least one CUPTI or NVTX
+        table; if it does not (reported elsewhere: a 0-byte file when nsys does not accept
+        the pattern), it is redone once as a full export, with a warning.
+        """
+        limited = not self.options.all_tables and export_supports_tables(nsys)
+        argv = self._export_once(nsys, rep, sqlite_path, limited)
+        if argv is None:
+            self.warn("nsys export --tables gave an unusable file; exporting all tables instead")
+            limited = False
+            argv = self._export_once(nsys, rep, sqlite_path, limited)
+            assert argv is not None
+        return argv, limited
+
+    def _export_once(self, nsys: Path, rep: Path, sqlite_path: Path,
+                     limited: bool) -> list[str] | None:
+        """One export attempt. Returns None if a limited export produced an unusable file."""
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{sqlite_path.name}.", suffix=".sqlite",
+                                        dir=sqlite_path.parent)
+        os.close(fd)
+        tmp = Path(tmp_name)
+        argv = build_export_argv(nsys, rep, tmp, EXPORT_TABLES if limited else None)
+        what = "tables cgprof reads" if limited else "all tables"
+        try:
+            with _Progress(self.progress, f"cgprof: exporting {sqlite_path} ({what})"):
+                try:
+                    proc = subprocess.run(argv, capture_output=True, text=True,
+                                          env=dict(self.env))
+                except OSError as exc:
+                    raise RecordError(f"cannot run {nsys}: {exc.strerror}") from None
+            if proc.returncode != 0:
+                raise RecordError(
+                    f"nsys export failed on {rep} (exit code {proc.returncode}): "
+                    f"{_tail(proc.stdout + proc.stderr) or 'no output'}"
+                )
+            try:
+                names = check_export(tmp)
+            except RecordError:
+                if limited:
+                    return None
+                raise
+            if limited and not any(n.startswith(("CUPTI_", "NVTX_")) for n in names):
+                return None
+            if sqlite_path.exists() and not self.options.force:
+                # It appeared while the command ran; still never overwrite it.
+                raise OutputExistsError(sqlite_path)
+            os.replace(tmp, sqlite_path)
+            return argv
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def record(
+    options: RecordOptions,
+    progress: TextIO | None = None,
+    env: Mapping[str, str] | None = None,
+) -> RecordResult:
+    """Profile ``options.command`` under nsys and export ``NAME.sqlite`` for `cgprof analyze`.
+
+    ``progress`` receives cgprof's own lines (the nsys command, import/export progress,
+    warnings); default ``sys.stderr``. nsys's and the program's output go straight to this
+    process's stdout/stderr. ``env`` is the environment for nsys and the program (default
+    ``os.environ``). The program's exit code is in the result, not raised: a crashed or
+    interrupted run still has its partial trace exported. Raises :class:`RecordError` or
+    :class:`OutputExistsError` when no usable trace can be produced.
+    """
+    stream = sys.stderr if progress is None else progress
+    return Recorder(options, stream, os.environ if env is None else env).run()

@@ -1,0 +1,34 @@
+"""Writing report files safely: never overwrite without --force, never leave half a file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from cgprof.errors import CgprofError, OutputExistsError
+
+
+def check_writable(path: Path, force: bool) -> None:
+    """Refuse before any work is done if ``path`` exists (without force) or cannot be made."""
+    if path.exists() and not force:
+        raise OutputExistsError(path)
+    if path.is_dir():
+        raise CgprofError(f"{path}: is a directory")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise CgprofError(f"{path}: folder {parent} does not exist")
+
+
+def write_atomic(path: Path, text: str, force: bool) -> None:
+    """Write to a temporary file beside ``path`` and rename it into place."""
+    check_writable(path, force)
+    parent = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

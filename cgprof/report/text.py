@@ -1,0 +1,153 @@
+"""Terminal rendering: a short summary a user can read in ten seconds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+HEAD_TAIL = 3  # steps shown at each end of the step table
+
+
+def fmt_us(ns: Any, digits: int = 1) -> str:
+    """Nanoseconds -> "12.3" microseconds ("-" when unknown)."""
+    if ns is None or ns is pd.NA or (isinstance(ns, float) and ns != ns):
+        return "-"
+    return f"{float(ns) / 1000:.{digits}f}"
+
+
+def fmt_num(v: Any, digits: int = 2) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and v != v):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> str:
+    """Plain aligned table: first column left-aligned, the rest right-aligned."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for n, r in enumerate(cells):
+        parts = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:],
+                                                                        strict=True)]
+        lines.append(indent + "  ".join(parts).rstrip())
+        if n == 0:
+            lines.append(indent + "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def render(result: Any) -> str:
+    """The summary of one analysed trace."""
+    info = result.info
+    out: list[str] = []
+    gpus = ", ".join(f"{g['device_id']}: {g['name']}" for g in info["gpus"]) or "unknown"
+    mode = info["graph_trace_mode"] or "unknown"
+    out.append(f"== {info['path']}")
+    out.append(
+        f"nsys {info['nsys_version'] or 'unknown'} (export schema "
+        f"{info['schema_version'] or 'unknown'}), --cuda-graph-trace={mode} "
+        f"({info['graph_trace_mode_source']}); GPUs: {gpus}")
+    out.append(
+        f"{info['kernels']} kernels, {info['graph_trace_rows']} graph-replay rows, "
+        f"{info['api_calls']} CUDA API calls, {info['nvtx_ranges']} NVTX ranges")
+    st = result.steps
+    if st.source == "whole-trace":
+        out.append("steps: no repeating NVTX range found, so the whole trace is one step "
+                   "(mark steps with cgprof.mark.step() or pass --step NAME[@DOMAIN])")
+    else:
+        skipped = f", first {st.skipped} skipped" if st.skipped else ""
+        out.append(f"steps: {len(st.steps)} instances of NVTX range '{st.name}' "
+                   f"({st.source}{skipped})")
+    if mode == "graph":
+        out.append("note: graph-granularity trace: replayed kernels are not in the kernel table; "
+                   "busy time comes from whole-replay rows, and node figures are unavailable "
+                   "(record with --cuda-graph-trace=node to see inside replays)")
+    out.append("")
+    out.append("Verdict")
+    out.extend(f"  {line}" for line in result.verdict.lines)
+    out.append("")
+    out.append("Host launch calls (outside stream capture)")
+    rows = [[r.family, r.calls, r.captured_calls, fmt_us(r.host_ns), fmt_us(r.avg_ns, 2)]
+            for r in result.launches.itertuples()]
+    out.append(table(["family", "calls", "in capture", "host us", "avg us"], rows))
+    out.append("")
+    out.extend(_gaps(result))
+    out.append("")
+    out.extend(_replays(result))
+    out.append("")
+    out.extend(_steps(result))
+    return "\n".join(out) + "\n"
+
+
+def _gaps(result: Any) -> list[str]:
+    g = result.gaps
+    out = ["GPU busy and idle (analysed window: the steps)" if result.steps.source != "whole-trace"
+           else "GPU busy and idle (first to last GPU operation)"]
+    if g.devices.empty:
+        return out + ["  no GPU activity in the window"]
+    rows = [[int(d.device_id), fmt_us(d.window_ns), fmt_us(d.busy_ns), fmt_num(d.idle_pct, 1),
+             d.gap_count, fmt_us(d.gap_p50_ns, 2), fmt_us(d.gap_p95_ns, 2), fmt_us(d.gap_max_ns)]
+            for d in g.devices.itertuples()]
+    out.append(table(["device", "window us", "busy us", "idle %", "gaps", "p50 us", "p95 us",
+                      "max us"], rows))
+    if len(g.by_kind):
+        out.append("  idle time by cause:")
+        rows = [[f"{k.kind} (device {k.device_id})", k.count, fmt_us(k.total_ns),
+                 fmt_num(k.share_pct, 1)] for k in g.by_kind.itertuples()]
+        out.append(table(["cause", "gaps", "total us", "% of idle"], rows, indent="    "))
+    return out
+
+
+def _replays(result: Any) -> list[str]:
+    r = result.replays
+    n = len(r.replays)
+    if n == 0:
+        return ["Graph replays: none (no cudaGraphLaunch calls)"]
+    s = r.summary
+    out = [f"Graph replays: {n}" + ("" if r.node_level else
+                                    " (graph-granularity trace: node figures unavailable)")]
+    rows = []
+    for key, label, conv in (
+        ("api_dur_ns", "launch call host us", fmt_us), ("latency_ns", "launch to first work us",
+                                                        fmt_us),
+        ("span_ns", "replay span us", fmt_us), ("busy_ns", "replay busy us", fmt_us),
+        ("compactness", "compactness (busy/span)", lambda v: fmt_num(v, 3)),
+        ("nodes", "nodes", lambda v: fmt_num(v, 0)),
+        ("median_gap_ns", "median node gap us", lambda v: fmt_us(v, 2)),
+        ("max_gap_ns", "max node gap us", lambda v: fmt_us(v, 2)),
+    ):
+        m = s[key]
+        rows.append([label, conv(m["p50"]), conv(m["p99"]), conv(m["min"]), conv(m["max"])])
+    out.append(table(["", "p50", "p99", "min", "max"], rows))
+    if r.cost_model:
+        out.append(f"  launch cost model: {fmt_us(r.cost_model['fixed_ns'], 2)} us + "
+                   f"{fmt_us(r.cost_model['per_node_ns'], 3)} us per node")
+    return out
+
+
+def _steps(result: Any) -> list[str]:
+    df = result.steps.steps
+    if df.empty:
+        return ["Steps: none"]
+    out = ["Steps (times in us)"]
+    if len(df) > 2 * HEAD_TAIL + 1:
+        shown = pd.concat([df.head(HEAD_TAIL), df.tail(HEAD_TAIL)])
+        cut = True
+    else:
+        shown, cut = df, False
+    rows = []
+    for i, r in enumerate(shown.itertuples()):
+        if cut and i == HEAD_TAIL:
+            rows.append(["..."] + [""] * 11)
+        rows.append([
+            r.step, r.group or "-", r.mode, fmt_us(r.dur_ns), fmt_us(r.effective_ns),
+            r.kernel_launches, r.graph_launches, r.kernels, fmt_us(r.gpu_busy_ns),
+            fmt_us(r.gpu_idle_ns), fmt_num(r.compactness, 3), "yes" if r.launch_bound else "no",
+        ])
+    out.append(table(["step", "group", "mode", "host", "effective", "kernel launches",
+                      "graph launches", "kernels", "GPU busy", "GPU idle", "compact",
+                      "launch-bound"], rows))
+    return out

@@ -1,0 +1,126 @@
+"""The parts of the Nsight Systems SQLite export that cgprof reads, and how they drift.
+
+Facts here come from NVIDIA's "SQLite Schema Reference" and from real exports of nsys 2021.x
+to 2026.x (see ``shared/NSYS_SQLITE.md`` in the project's notes):
+
+* tables are created lazily: a missing table means "no such events were captured";
+* columns were added over the years (``greenContextId``, ``graphId``, ``mangledName``...), so
+  every optional column is probed with ``PRAGMA table_info`` and read as NULL when absent;
+* ``CUDA_GRAPH_EVENTS`` held node-level rows (``graphNodeId``) up to 2023.2 and graph-level rows
+  (``graphId``, ``graphExecId``) from 2024.5 on: check its columns, not only its name;
+* metadata lives in ``EXPORT_META_DATA`` (<= 2023.2) or ``META_DATA_EXPORT`` (>= 2023.4).
+"""
+
+from __future__ import annotations
+
+import re
+
+STRING_IDS = "StringIds"
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+GRAPH_EVENTS = "CUDA_GRAPH_EVENTS"
+GRAPH_NODE_EVENTS = "CUDA_GRAPH_NODE_EVENTS"
+NVTX = "NVTX_EVENTS"
+GPU_INFO = "TARGET_INFO_GPU"
+STREAM_INFO = "TARGET_INFO_CUDA_STREAM"
+THREAD_NAMES = "ThreadNames"
+META_EXPORT = "META_DATA_EXPORT"  # nsys >= 2023.4
+META_EXPORT_OLD = "EXPORT_META_DATA"  # nsys <= 2023.2
+META_CAPTURE = "META_DATA_CAPTURE"  # nsys >= 2023.4
+
+#: Tables whose presence marks a file as an nsys export (any one is enough).
+NSYS_MARKER_TABLES = (
+    STRING_IDS,
+    KERNEL,
+    RUNTIME,
+    NVTX,
+    META_EXPORT,
+    META_EXPORT_OLD,
+)
+
+#: The tables `cgprof record` asks `nsys export` for.
+TABLES_READ = (
+    STRING_IDS,
+    KERNEL,
+    RUNTIME,
+    MEMCPY,
+    MEMSET,
+    SYNC,
+    GRAPH_TRACE,
+    GRAPH_EVENTS,
+    GRAPH_NODE_EVENTS,
+    NVTX,
+    GPU_INFO,
+    STREAM_INFO,
+    THREAD_NAMES,
+    META_EXPORT,
+    META_EXPORT_OLD,
+    META_CAPTURE,
+    "PROCESSES",
+)
+
+# ENUM_NSYS_EVENT_CLASS: only these RUNTIME rows are real API calls. Class 67 rows
+# (TRACE_PROCESS_EVENT_CUDABACKTRACE) duplicate a real call's correlationId when the trace
+# was recorded with --cudabacktrace.
+EVENT_CLASS_RUNTIME = 0
+EVENT_CLASS_DRIVER = 1
+API_EVENT_CLASSES = (EVENT_CLASS_RUNTIME, EVENT_CLASS_DRIVER)
+
+# ENUM_NSYS_EVENT_TYPE values for NVTX_EVENTS.eventType (hard-coded: 2022.1 and older
+# exports ship no ENUM tables).
+NVTX_MARK = 34
+NVTX_PUSHPOP = 59
+NVTX_STARTEND = 60
+NVTXT_PUSHPOP = 70
+NVTXT_STARTEND = 71
+NVTX_DOMAIN_CREATE = 75
+NVTX_RANGE_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
+NVTX_STYLE = {
+    NVTX_PUSHPOP: "PushPop",
+    NVTXT_PUSHPOP: "PushPop",
+    NVTX_STARTEND: "StartEnd",
+    NVTXT_STARTEND: "StartEnd",
+}
+
+# ENUM_CUDA_MEMCPY_OPER
+MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+                8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UtoU"}
+MEMCPY_HTOD = 1
+
+#: globalTid = <hw:8><vm:8><pid:24><tid:24>
+PID_SHIFT = 24
+ID_MASK = 0xFFFFFF
+
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+
+def strip_version_suffix(name: str) -> str:
+    """``cudaGraphLaunch_v10000`` -> ``cudaGraphLaunch`` (CUPTI appends the API version)."""
+    return _VERSION_SUFFIX.sub("", name)
+
+
+def nsys_api_name(name: str) -> str:
+    """The name nsys's own ``cuda_api_sum`` report shows for a raw RUNTIME name.
+
+    nsys strips a suffix only when the 6th and 5th characters from the end are ``_v``
+    (``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``), so ``cudaGraphLaunch_v10000`` keeps
+    its suffix there. cgprof reproduces this to compare with nsys exactly; its own grouping
+    uses :func:`strip_version_suffix`.
+    """
+    if len(name) > 6 and name[-6:-4] == "_v":
+        return name[:-6]
+    return name
+
+
+def pid_of(global_id: int) -> int:
+    """Process id packed into a globalTid/globalPid."""
+    return (global_id >> PID_SHIFT) & ID_MASK
+
+
+def tid_of(global_tid: int) -> int:
+    """Thread id packed into a globalTid."""
+    return global_tid & ID_MASK
