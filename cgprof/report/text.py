@@ -144,7 +144,7 @@ def _steps(result: Any) -> list[str]:
             rows.append(["..."] + [""] * 11)
         rows.append([
             r.step, r.group or "-", r.mode, fmt_us(r.dur_ns), fmt_us(r.effective_ns),
-            r.kernel_launches, r.graph_launches, r.kernels, fmt_us(r.gpu_busy_ns),
+            r.kernel_launches, r.graph_launches, fmt_num(r.kernels), fmt_us(r.gpu_busy_ns),
             fmt_us(r.gpu_idle_ns), fmt_num(r.compactness, 3), "yes" if r.launch_bound else "no",
         ])
     out.append(table(["step", "group", "mode", "host", "effective", "kernel launches",
