@@ -173,16 +173,16 @@ def find_nsys(
     """
     env = os.environ if env is None else env
 
-    def usable(value: str | os.PathLike[str], origin: str) -> Path:
+    def usable(value: str | os.PathLike[str], label: str) -> Path:
         path = Path(value).expanduser()
         if path.is_dir():
             path = path / "nsys"
         if not _is_executable_file(path):
-            raise RecordError(f"{origin} {value}: no nsys executable there")
+            raise RecordError(f"{label}{value}: no nsys executable there")
         return path
 
     if explicit is not None and str(explicit) != "":
-        return usable(explicit, "--nsys")
+        return usable(explicit, "--nsys ")
     if env.get("CGPROF_NSYS"):
         return usable(env["CGPROF_NSYS"], "CGPROF_NSYS=")
     on_path = shutil.which("nsys", path=env.get("PATH", ""))
