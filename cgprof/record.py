@@ -40,6 +40,7 @@ from types import FrameType
 from typing import TextIO
 
 from cgprof.errors import OutputExistsError, RecordError
+from cgprof.schema import TABLES_READ
 
 #: Defaults cgprof adds to ``nsys profile`` when the user did not pass the flag.
 #: ``cuda,nvtx`` is all the analyzer reads; ``node`` graph tracing keeps one kernel row per
@@ -57,33 +58,13 @@ NSYS_GLOBS: tuple[str, ...] = (
     "/opt/nvidia/nsight-compute/*/host/target-linux-x64",
 )
 
-#: The tables cgprof reads (see the schema notes in cgprof/trace.py and NSYS_SQLITE.md),
-#: as one ``nsys export --tables`` pattern. Family patterns (``ENUM_.*``) keep small lookup
-#: tables whose exact set drifts between nsys versions. Exact names are listed without
-#: anchors so the pattern selects the same tables whether nsys matches it against the
-#: whole table name or searches within it.
-EXPORT_TABLES: tuple[str, ...] = (
-    "StringIds",
-    "CUPTI_ACTIVITY_KIND_RUNTIME",
-    "CUPTI_ACTIVITY_KIND_KERNEL",
-    "CUPTI_ACTIVITY_KIND_MEMCPY",
-    "CUPTI_ACTIVITY_KIND_MEMSET",
-    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
-    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
-    "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
-    "CUDA_GRAPH_EVENTS",
-    "CUDA_GRAPH_NODE_EVENTS",
-    "NVTX_EVENTS",
-    "PROFILER_OVERHEAD",
-    "DIAGNOSTIC_EVENT",
-    "ThreadNames",
-    "PROCESSES",
-    "ANALYSIS_DETAILS",
-    "EXPORT_META_DATA",
-    "META_DATA_.*",
-    "ENUM_.*",
-    "TARGET_INFO_.*",
-)
+#: What ``nsys export --tables`` asks for, as one pattern: the tables cgprof reads
+#: (:data:`cgprof.schema.TABLES_READ`, the single list the loader and the recorder share)
+#: plus the ``ENUM_*`` lookup tables, a few kB that keep the numeric codes in the file
+#: readable for anyone querying it by hand. Exact names are listed without anchors so the
+#: pattern selects the same tables whether nsys matches it against the whole table name
+#: or searches within it.
+EXPORT_TABLES: tuple[str, ...] = (*TABLES_READ, "ENUM_.*")
 
 _OUTPUT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdstrm")
 
