@@ -1,0 +1,43 @@
+"""Shared fixtures. Inputs are built in code (`nsysdb.make_nsys_db`) or are real exports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nsysdb import make_nsys_db
+
+REPO = Path(__file__).resolve().parents[1]
+# The project's shared folder sits beside the repository (CI keeps a read-only copy there).
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "nsys-samples"
+
+
+@pytest.fixture(scope="session")
+def samples_dir() -> Path:
+    """The real nsys 2025.3 exports and their `nsys stats` oracle (`expected/`); read-only."""
+    if not (SAMPLES / "mlp8_node.sqlite").is_file():
+        pytest.skip(f"real nsys samples not found at {SAMPLES} (../shared/nsys-samples)")
+    return SAMPLES
+
+
+@pytest.fixture(scope="session")
+def traces_dir() -> Path:
+    """The small real exports that ship with the repository (`traces/`)."""
+    return REPO / "traces"
+
+
+@pytest.fixture
+def make_db(tmp_path: Path) -> Callable[..., Path]:
+    """`make_db(**tables)` -> a new nsys-shaped file in tmp_path (see `nsysdb.make_nsys_db`).
+
+    Pass `name="x.sqlite"` to choose the file name; by default db1.sqlite, db2.sqlite, ..."""
+    count = 0
+
+    def factory(name: str | None = None, **tables: Any) -> Path:
+        nonlocal count
+        count += 1
+        return make_nsys_db(tmp_path / (name or f"db{count}.sqlite"), **tables)
+
+    return factory
