@@ -314,9 +314,11 @@ def _load_nvtx(conn, tables, strings) -> pd.DataFrame:
     domains = {(int(p), int(d)): t for p, d, t in
                zip(dom_rows["pid"], dom_rows["domain_id"], dom_rows["text"], strict=True)}
     keys = zip(df["pid"].tolist(), df["domain_id"].tolist(), strict=True)
-    df["domain"] = [domains.get(k, "") if k[1] != 0 else "" for k in keys]
-    df["name"] = np.where(df["domain"] != "", df["domain"] + ":" + df["text"].fillna(""),
-                          df["text"].fillna(""))
+    df["domain"] = pd.Series([domains.get(k, "") if k[1] != 0 else "" for k in keys],
+                             index=df.index, dtype="object")
+    text = df["text"].astype("object").fillna("").astype(str)
+    df["name"] = pd.Series(np.where(df["domain"] != "", df["domain"] + ":" + text, text),
+                           index=df.index, dtype="object")
     df["style"] = df["event_type"].map(S.NVTX_STYLE).fillna("")
     payload = df["i64"].astype("Int64")
     for other in ("u64", "i32", "u32"):

@@ -1,0 +1,116 @@
+"""cgprof's counts and sums agree exactly with Nsight Systems' own reports on real traces.
+
+The oracle is `nsys stats -r REPORT -f csv` run on the same export: for the shared samples in
+``../shared/nsys-samples/expected/`` and for the project's own traces in ``traces/expected/``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import REPO, SAMPLES
+
+import cgprof
+from cgprof.cli import main
+
+
+def _cases() -> list[tuple[Path, Path]]:
+    cases = []
+    for folder in (SAMPLES, REPO / "traces"):
+        expected = folder / "expected"
+        for db in sorted(folder.glob("*.sqlite")):
+            if (expected / f"{db.stem}.cuda_gpu_kern_sum.csv").is_file():
+                cases.append((db, expected))
+    return cases
+
+
+CASES = _cases()
+IDS = [f"{db.parent.name}/{db.name}" for db, _ in CASES]
+
+
+def _expected(expected: Path, stem: str, report: str) -> pd.DataFrame | None:
+    path = expected / f"{stem}.{report}.csv"
+    if not path.is_file():
+        return None
+    return pd.read_csv(path, keep_default_na=False)
+
+
+def test_oracle_cases_exist():
+    # The shared samples are always beside the repo in CI; without them this module tests nothing.
+    assert len(CASES) >= 2, f"no traces with nsys stats oracles found ({SAMPLES})"
+
+
+@pytest.mark.parametrize(("db", "expected"), CASES, ids=IDS)
+def test_kernel_summary_matches_cuda_gpu_kern_sum(db: Path, expected: Path):
+    ours = cgprof.analyze(db).kernel_summary.set_index("name")
+    exp = _expected(expected, db.stem, "cuda_gpu_kern_sum")
+    if exp is None or exp.empty:
+        assert ours.empty
+        return
+    exp = exp.set_index("Name")
+    assert sorted(ours.index) == sorted(exp.index)
+    for name, row in exp.iterrows():
+        got = ours.loc[name]
+        assert int(got["instances"]) == int(row["Instances"]), name
+        assert int(got["total_ns"]) == int(row["Total Time (ns)"]), name
+        assert int(got["min_ns"]) == int(row["Min (ns)"]), name
+        assert int(got["max_ns"]) == int(row["Max (ns)"]), name
+        assert float(got["med_ns"]) == pytest.approx(float(row["Med (ns)"]), abs=0.05), name
+        assert float(got["avg_ns"]) == pytest.approx(float(row["Avg (ns)"]), abs=0.05), name
+
+
+@pytest.mark.parametrize(("db", "expected"), CASES, ids=IDS)
+def test_api_summary_matches_cuda_api_sum(db: Path, expected: Path):
+    ours = cgprof.analyze(db).api_summary.set_index("name")
+    exp = _expected(expected, db.stem, "cuda_api_sum")
+    assert exp is not None
+    exp = exp.set_index("Name")
+    assert sorted(ours.index) == sorted(exp.index)
+    for name, row in exp.iterrows():
+        got = ours.loc[name]
+        assert int(got["calls"]) == int(row["Num Calls"]), name
+        assert int(got["total_ns"]) == int(row["Total Time (ns)"]), name
+        assert int(got["min_ns"]) == int(row["Min (ns)"]), name
+        assert int(got["max_ns"]) == int(row["Max (ns)"]), name
+
+
+@pytest.mark.parametrize(("db", "expected"), CASES, ids=IDS)
+def test_nvtx_summary_matches_nvtx_sum(db: Path, expected: Path):
+    ours = cgprof.analyze(db).nvtx_summary
+    exp = _expected(expected, db.stem, "nvtx_sum")
+    assert exp is not None
+    ours = ours.set_index(["name", "style"])
+    exp = exp.set_index(["Range", "Style"])
+    assert sorted(ours.index) == sorted(exp.index)
+    for key, row in exp.iterrows():
+        got = ours.loc[key]
+        assert int(got["instances"]) == int(row["Instances"]), key
+        assert int(got["total_ns"]) == int(row["Total Time (ns)"]), key
+        assert int(got["min_ns"]) == int(row["Min (ns)"]), key
+        assert int(got["max_ns"]) == int(row["Max (ns)"]), key
+
+
+@pytest.mark.parametrize(("db", "expected"), CASES, ids=IDS)
+def test_json_output_carries_the_three_summaries(db: Path, expected: Path, tmp_path: Path):
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["analyze", str(db), "--json", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["schema_version"] == 1
+    kern = _expected(expected, db.stem, "cuda_gpu_kern_sum")
+    by_name = {r["name"]: r for r in doc["kernel_summary"]}
+    for _, row in kern.iterrows():
+        assert by_name[row["Name"]]["total_ns"] == int(row["Total Time (ns)"])
+        assert isinstance(by_name[row["Name"]]["total_ns"], int)
+    api = {r["name"]: r for r in doc["api_summary"]}
+    for _, row in _expected(expected, db.stem, "cuda_api_sum").iterrows():
+        assert api[row["Name"]]["calls"] == int(row["Num Calls"])
+        assert api[row["Name"]]["total_ns"] == int(row["Total Time (ns)"])
+    nv = {(r["name"], r["style"]): r for r in doc["nvtx_summary"]}
+    for _, row in _expected(expected, db.stem, "nvtx_sum").iterrows():
+        assert nv[(row["Range"], row["Style"])]["instances"] == int(row["Instances"])
+        assert nv[(row["Range"], row["Style"])]["total_ns"] == int(row["Total Time (ns)"])
