@@ -39,7 +39,6 @@ def group_gaps(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     prev_holder = np.empty(len(out))
     prev_holder[1:] = holder[:-1]
     prev_holder[0] = np.nan
-    labels = out.index.to_numpy()
     prev_idx = _take_labels(out.index.to_numpy(), prev_holder, first)
     out = out.assign(
         prev_end_ns=pd.array(np.where(first, 0, prev_end), dtype="Int64"),

@@ -46,20 +46,26 @@ STEP_COLUMNS = [
 class StepResult:
     """Per-step table and how the steps were chosen.
 
-    steps   one row per step (STEP_COLUMNS): step (0-based after --skip), index (position among
-            all instances), effective_ns (the step's cost: the longer of its host range and
-            its GPU span, since a graphed step returns to the host before its replay ends),
-            payload (NVTX payload, e.g. the step number), group (innermost
-            enclosing range on the same thread, e.g. "eager"), mode ("graph" if the step called
-            a graph launch, else "eager"), host range (start_ns, end_ns, dur_ns), API calls by
-            family (launches during stream capture excluded), launch_host_ns (host time in
-            kernel and graph launch calls), kernels (kernel rows executed; <NA> when a
-            graph-granularity replay hides them), graph_replays,
-            gpu_ops, the GPU projection (gpu_start_ns..gpu_end_ns, gpu_span_ns), gpu_busy_ns
-            (union of the step's GPU work), gpu_idle_ns = span - busy, compactness = busy / span (<NA> when a graph-granularity replay hides it),
-            busy_pct = 100 * busy / host duration (above 100 when the GPU work outlasts the
-            host range), launch_wait_ns (GPU idle time before this step's work spent waiting
-            for its launch calls), launch_bound (see BUSY_SHARE, WAIT_SHARE).
+    steps   one row per step (STEP_COLUMNS):
+            step          0-based after --skip; index: position among all instances
+            effective_ns  the step's cost: the longer of its host range and its GPU span
+                          (a graphed step returns to the host before its replay ends)
+            payload       NVTX payload (e.g. the step number); group: innermost enclosing
+                          range on the same thread (e.g. "eager")
+            mode          "graph" if the step called a graph launch, else "eager"
+            start_ns, end_ns, dur_ns   the host range
+            api_calls, kernel_launches, graph_launches, memcpy_calls, sync_calls
+                          calls by family (launches during stream capture excluded)
+            launch_host_ns / sync_host_ns   host time inside launch / sync calls
+            kernels       kernel rows executed (<NA> when graph-granularity replays hide them)
+            graph_replays, gpu_ops     replays and GPU operations launched by the step
+            gpu_start_ns, gpu_end_ns, gpu_span_ns   the step's GPU projection
+            gpu_busy_ns   union of the step's GPU work; gpu_idle_ns = span - busy
+            compactness   busy / span (<NA> when a graph-granularity replay hides it)
+            busy_pct      100 * busy / host duration (above 100 when GPU work outlasts it)
+            launch_wait_ns  GPU idle time before the step's work spent waiting for its launch
+                          calls (gaps of kind launch_bound)
+            launch_bound  see BUSY_SHARE and WAIT_SHARE
     name    the range name used ("cgprof:step"), or None for whole-trace
     source  "option", "default", "most-frequent" or "whole-trace"
     skipped number of leading instances dropped with --skip
