@@ -97,6 +97,28 @@ trace mlp_train_graph_graphtrace --graph-trace graph -- "${RUN[@]}" train --mode
 # `cgprof record SCRIPT.py`, so it also runs under the interpreter cgprof runs under.
 trace user_train scripts/examples/user_train.py
 
+# --- the oracle: what nsys's own reports say about each trace ---------------------------
+# tests/test_oracle.py checks cgprof's kernel, API and NVTX summaries against these CSVs.
+echo
+echo "=== nsys stats oracles -> traces/expected/"
+mkdir -p traces/expected
+for db in "${MADE[@]}"; do
+  name=$(basename "$db" .sqlite)
+  for report in cuda_gpu_kern_sum cuda_api_sum nvtx_sum; do
+    "$NSYS" stats --report "$report" --format csv --force-export=false \
+      --output "traces/expected/$name" "$db" > /dev/null \
+      || die "nsys stats -r $report $db failed"
+    if [ -f "traces/expected/${name}_${report}.csv" ]; then
+      mv "traces/expected/${name}_${report}.csv" "traces/expected/$name.$report.csv"
+    else
+      # nsys skips a report whose data is absent (e.g. no NVTX): an empty file says so.
+      echo "  $name: nsys stats -r $report wrote nothing (no such data); empty oracle"
+      : > "traces/expected/$name.$report.csv"
+    fi
+  done
+done
+ls traces/expected | head -40
+
 # --- checks on the real nsys ------------------------------------------------------------
 echo
 echo "=== check: a failing command's exit code passes through cgprof record (expect 3)"
@@ -112,7 +134,7 @@ echo "=== traces"
 ls -l "${MADE[@]}"
 cat "$VERSIONS"
 if [ -n "${OUT:-}" ]; then
-  tar czf "$OUT/traces.tgz" "${MADE[@]}" "$VERSIONS"
+  tar czf "$OUT/traces.tgz" "${MADE[@]}" "$VERSIONS" traces/expected
   echo "make_traces: packed traces into $OUT/traces.tgz"
 fi
 echo "make_traces: done"

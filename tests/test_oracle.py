@@ -36,6 +36,8 @@ def _expected(expected: Path, stem: str, report: str) -> pd.DataFrame | None:
     path = expected / f"{stem}.{report}.csv"
     if not path.is_file():
         return None
+    if path.stat().st_size == 0:  # nsys skipped the report: no such data in the trace
+        return pd.DataFrame()
     return pd.read_csv(path, keep_default_na=False)
 
 
@@ -68,6 +70,9 @@ def test_api_summary_matches_cuda_api_sum(db: Path, expected: Path):
     ours = cgprof.analyze(db).api_summary.set_index("name")
     exp = _expected(expected, db.stem, "cuda_api_sum")
     assert exp is not None
+    if exp.empty:
+        assert ours.empty
+        return
     exp = exp.set_index("Name")
     assert sorted(ours.index) == sorted(exp.index)
     for name, row in exp.iterrows():
@@ -83,6 +88,9 @@ def test_nvtx_summary_matches_nvtx_sum(db: Path, expected: Path):
     ours = cgprof.analyze(db).nvtx_summary
     exp = _expected(expected, db.stem, "nvtx_sum")
     assert exp is not None
+    if exp.empty:
+        assert ours.empty
+        return
     ours = ours.set_index(["name", "style"])
     exp = exp.set_index(["Range", "Style"])
     assert sorted(ours.index) == sorted(exp.index)
@@ -102,12 +110,13 @@ def test_json_output_carries_the_three_summaries(db: Path, expected: Path, tmp_p
     doc = json.loads(out.read_text())
     assert doc["schema_version"] == 1
     kern = _expected(expected, db.stem, "cuda_gpu_kern_sum")
+    assert kern is not None
     by_name = {r["name"]: r for r in doc["kernel_summary"]}
     for _, row in kern.iterrows():
         assert by_name[row["Name"]]["total_ns"] == int(row["Total Time (ns)"])
         assert isinstance(by_name[row["Name"]]["total_ns"], int)
     api = {r["name"]: r for r in doc["api_summary"]}
-    for _, row in _expected(expected, db.stem, "cuda_api_sum").iterrows():
+    for _, row in (_expected(expected, db.stem, "cuda_api_sum")).iterrows():
         assert api[row["Name"]]["calls"] == int(row["Num Calls"])
         assert api[row["Name"]]["total_ns"] == int(row["Total Time (ns)"])
     nv = {(r["name"], r["style"]): r for r in doc["nvtx_summary"]}
