@@ -38,7 +38,7 @@ __all__ = [
 
 
 def run_workload(config: RunConfig, **kwargs: Any) -> RunResult:
-    """Run one built-in workload as ``config`` says (imports torch); see `workloads.run_workload`."""
+    """Run one built-in workload as ``config`` says; imports torch (see `workloads`)."""
     from cgprof.runners.workloads import run_workload as _run
 
     return _run(config, **kwargs)

@@ -67,11 +67,14 @@ class RunConfig:
     size: str = "full"
     graph_warmup_iters: int = 3
 
-    def resolved(self, cuda_available: bool | None = None) -> RunConfig:
+    def resolved(
+        self, cuda_available: bool | None = None, *, allow_cpu_graphs: bool = False
+    ) -> RunConfig:
         """Check every field and fill in defaults; raise RunnerError on the first problem.
 
         ``cuda_available`` resolves ``device=None`` (and with it ``mode=None``); when it is
         None those fields stay unresolved so this can run without torch.
+        ``allow_cpu_graphs`` is for a simulated capture backend (tests) only.
         """
         _choice("task", self.task, TASKS)
         _choice("model", self.model, MODELS)
@@ -104,7 +107,12 @@ class RunConfig:
         mode = self.mode
         if mode is None and device is not None:
             mode = "both" if device == "cuda" else "eager"
-        if device == "cpu" and mode in ("graph", "both"):
+        if device == "cpu" and mode in ("graph", "both") and not allow_cpu_graphs:
+            if self.device is None:
+                raise RunnerError(
+                    f"mode {mode!r} needs CUDA graphs, which need a CUDA GPU, and torch sees "
+                    "none here (torch.cuda.is_available() is False): use mode 'eager'"
+                )
             raise RunnerError(
                 f"mode {mode!r} needs CUDA graphs, which need a CUDA GPU, and the device is "
                 "'cpu': use mode 'eager' on the CPU, or device 'cuda' on a machine with a GPU"
@@ -122,9 +130,7 @@ class RunConfig:
         optimizer = self.optimizer
         if optimizer is None and self.task == "train":
             optimizer = DEFAULT_OPTIMIZER[self.model]
-        return dataclasses.replace(
-            self, mode=mode, device=device, batch=batch, optimizer=optimizer
-        )
+        return dataclasses.replace(self, mode=mode, device=device, batch=batch, optimizer=optimizer)
 
     @property
     def modes(self) -> tuple[str, ...]:

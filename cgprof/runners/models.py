@@ -138,9 +138,7 @@ class TransformerClassifier(nn.Module):
         super().__init__()
         self.proj = nn.Linear(features, d_model)
         self.pos = nn.Parameter(torch.randn(1, seq, d_model) * 0.02)
-        layer = nn.TransformerEncoderLayer(
-            d_model, heads, ffn, dropout=dropout, batch_first=True
-        )
+        layer = nn.TransformerEncoderLayer(d_model, heads, ffn, dropout=dropout, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, classes)
