@@ -1,0 +1,518 @@
+"""CPU tests of cgprof.runners: eager paths, graph-cache bookkeeping, fallback, NVTX contract.
+
+CUDA graphs cannot be captured on a CPU, so the graph library's bookkeeping (static
+buffers, shape keys, buckets, counters, fallback, NVTX ranges) runs here against
+`SimulatedBackend`: its "capture" runs the step once and its "replay" runs it again,
+copying the result into the static output the way a replayed graph overwrites it. A
+library that forgot a `copy_` into the static buffers, or rebound them, would replay stale
+data and the loss curves below would not match eager. tests/test_runners_gpu.py runs the
+real capture on a GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+
+from cgprof import mark  # noqa: E402
+from cgprof.errors import RunnerError  # noqa: E402
+from cgprof.runners import RunConfig, format_table, graphs, models, run_workload  # noqa: E402
+from cgprof.runners.results import ModeResult, RunResult, max_rel_diff  # noqa: E402
+from cgprof.runners.timing import summarize, throughput_per_s  # noqa: E402
+
+
+class SimulatedBackend:
+    """Capture runs the work once; replay runs it again into the static outputs."""
+
+    capture_runs_work = True
+
+    def __init__(self, fail_with: BaseException | None = None) -> None:
+        self.fail_with = fail_with
+        self.capture_calls = 0
+        self.replay_calls = 0
+        self.side_stream_calls = 0
+        self.recover_calls = 0
+
+    def run_on_side_stream(self, fn: Any) -> Any:
+        self.side_stream_calls += 1
+        return fn()
+
+    def capture(self, fn: Any) -> tuple[Any, Any]:
+        self.capture_calls += 1
+        if self.fail_with is not None:
+            raise self.fail_with
+        out = fn()
+        return (fn, out), out
+
+    def replay(self, graph: Any) -> None:
+        self.replay_calls += 1
+        fn, out = graph
+        out.copy_(fn())
+
+    def recover(self) -> None:
+        self.recover_calls += 1
+
+
+def tiny(task: str, model: str, **kw: Any) -> RunConfig:
+    base: dict[str, Any] = dict(
+        task=task, model=model, device="cpu", size="tiny", steps=4, warmup=3, batch=4
+    )
+    base.update(kw)
+    return RunConfig(**base)
+
+
+# --------------------------------------------------------------------------- timing, results
+
+
+def test_summarize_exact_values():
+    s = summarize([1_000_000, 2_000_000, 3_000_000, 4_000_000])
+    assert (s.count, s.mean_ms, s.p50_ms, s.min_ms, s.max_ms, s.total_ms) == (
+        4,
+        2.5,
+        2.5,
+        1.0,
+        4.0,
+        10.0,
+    )
+    assert s.p99_ms == pytest.approx(3.97)
+    assert throughput_per_s(32 * 4, 10.0) == pytest.approx(12800.0)
+    with pytest.raises(ValueError, match="no measured steps"):
+        summarize([])
+
+
+def test_max_rel_diff():
+    assert max_rel_diff([2.0, 4.0], [2.0, 4.0]) == 0.0
+    assert max_rel_diff([2.0, 4.0], [2.002, 4.0]) == pytest.approx(1e-3)
+    assert max_rel_diff([1.0], [float("nan")]) != max_rel_diff([1.0], [float("nan")])  # NaN
+
+
+def _result(task: str = "train") -> RunResult:
+    r = RunResult(
+        task=task,
+        model="mlp",
+        batch=32,
+        steps=100,
+        warmup=20,
+        device="cuda",
+        device_name="NVIDIA H200",
+        torch_version="2.11.0",
+        seed=0,
+        size="full",
+        optimizer="sgd" if task == "train" else None,
+        variable=False,
+    )
+    r.modes["eager"] = ModeResult(
+        "eager", 100, 20, 4.0, 3.9, 5.5, 3.5, 6.0, 8000.0, losses=[2.0, 1.0]
+    )
+    r.modes["graph"] = ModeResult(
+        "graph",
+        100,
+        20,
+        0.5,
+        0.52,
+        0.75,
+        0.4,
+        0.9,
+        64000.0,
+        captures=1,
+        replays=116,
+        losses=[2.0, 1.00001],
+    )
+    return r
+
+
+def test_format_table_exact_text():
+    assert format_table(_result()) == (
+        "cgprof run: train mlp (full, sgd), batch 32, 100 steps after 20 warm-up, "
+        "cuda (NVIDIA H200), torch 2.11.0, seed 0\n"
+        "\n"
+        "mode     mean_ms    p50_ms    p99_ms   samples/s captures  replays fallbacks\n"
+        "eager      4.000     3.900     5.500      8000.0        -        -         -\n"
+        "graph      0.500     0.520     0.750     64000.0        1      116         0\n"
+        "\n"
+        "graph speedup over eager: 8.00x (mean step time); "
+        "loss curves agree within 1.0e-05 relative\n"
+    )
+    infer = _result("infer")
+    assert "graph speedup over eager: 7.50x (p50 request latency)" in format_table(infer)
+
+
+def test_run_result_json_payload():
+    import json
+
+    payload = json.loads(_result().to_json())
+    assert payload["schema_version"] == 1
+    assert payload["kind"] == "cgprof.run"
+    assert payload["speedup"] == pytest.approx(8.0)
+    assert payload["speedup_p50"] == pytest.approx(7.5)
+    assert payload["loss_max_rel_diff"] == pytest.approx(1e-5)
+    assert payload["modes"]["graph"]["replays"] == 116
+    assert list(payload) == sorted(payload)
+
+
+# --------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(model="vgg"), "unknown model 'vgg' (choose from mlp, resnet18, transformer)"),
+        (dict(batch=0), "batch size must be at least 1 (got 0)"),
+        (dict(steps=0), "steps must be at least 1 (got 0)"),
+        (dict(warmup=-1), "warmup must be 0 or more (got -1)"),
+        (dict(mode="fast"), "unknown mode 'fast' (choose from eager, graph, both)"),
+        (dict(variable=True), "variable batch sizes apply to task 'infer' only"),
+        (
+            dict(mode="graph", device="cpu"),
+            "mode 'graph' needs CUDA graphs, which need a CUDA GPU, and the device is 'cpu': "
+            "use mode 'eager' on the CPU, or device 'cuda' on a machine with a GPU",
+        ),
+    ],
+)
+def test_config_errors(kwargs, message):
+    cfg = RunConfig(**{"task": "train", "model": "mlp", **kwargs})
+    with pytest.raises(RunnerError) as info:
+        cfg.resolved()
+    assert str(info.value) == message
+
+
+def test_config_defaults_follow_the_device():
+    on_gpu = RunConfig("train", "resnet18").resolved(cuda_available=True)
+    assert (on_gpu.device, on_gpu.mode, on_gpu.batch, on_gpu.optimizer) == (
+        "cuda",
+        "both",
+        16,
+        "sgd",
+    )
+    on_cpu = RunConfig("infer", "transformer").resolved(cuda_available=False)
+    assert (on_cpu.device, on_cpu.mode, on_cpu.batch, on_cpu.optimizer) == ("cpu", "eager", 1, None)
+    with pytest.raises(RunnerError, match="torch sees none here"):
+        RunConfig("train", "mlp", mode="graph").resolved(cuda_available=False)
+    with pytest.raises(RunnerError, match=r"torch.cuda.is_available\(\) is False"):
+        RunConfig("train", "mlp", device="cuda").resolved(cuda_available=False)
+
+
+def test_importing_runners_does_not_import_torch():
+    code = (
+        "import sys, cgprof.runners, cgprof.commands.run\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+# --------------------------------------------------------------------------- models
+
+
+def test_full_models_have_the_published_shapes():
+    resnet = models.build_model("resnet18")
+    assert sum(p.numel() for p in resnet.parameters()) == 11_173_962  # CIFAR ResNet-18
+    mlp = models.build_model("mlp")
+    assert sum(isinstance(m, nn.Linear) for m in mlp.modules()) == 41
+    transformer = models.build_model("transformer")
+    assert len(transformer.encoder.layers) == 6
+    assert transformer.encoder.layers[0].self_attn.embed_dim == 512
+
+
+@pytest.mark.parametrize("name", ["mlp", "resnet18", "transformer"])
+def test_tiny_models_forward_and_seeded_weights(name):
+    spec = models.spec(name, "tiny")
+    a = models.build_model(name, "tiny", seed=3)
+    b = models.build_model(name, "tiny", seed=3)
+    c = models.build_model(name, "tiny", seed=4)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+    assert not all(
+        torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters(), strict=True)
+    )
+    x = torch.randn(3, *spec.sample_shape)
+    assert a.eval()(x).shape == (3, 10)
+
+
+# --------------------------------------------------------------------------- eager runner
+
+
+@pytest.mark.parametrize("name", ["mlp", "resnet18", "transformer"])
+def test_eager_training_runs_and_is_reproducible(name):
+    first = run_workload(tiny("train", name, mode="eager"))
+    again = run_workload(tiny("train", name, mode="eager"))
+    losses = first.modes["eager"].losses
+    assert losses is not None and len(losses) == 7
+    assert all(v == v and 0 < v < 20 for v in losses)  # finite, sane cross-entropy
+    assert losses == again.modes["eager"].losses  # same seed: bit-identical curve
+    other = run_workload(tiny("train", name, mode="eager", seed=1))
+    assert other.modes["eager"].losses != losses
+    m = first.modes["eager"]
+    assert m.steps == 4 and m.min_ms <= m.p50_ms <= m.max_ms and m.throughput_per_s > 0
+    assert (m.captures, m.replays, m.fallbacks) == (0, 0, 0)
+
+
+def test_eager_training_learns():
+    cfg = tiny("train", "mlp", mode="eager", steps=160, warmup=0, batch=8)
+    losses = run_workload(cfg).modes["eager"].losses
+    assert losses is not None
+    # 16 fixed batches of random labels, cycled: the MLP memorises them, so the mean loss
+    # over the last pass through the data must be well below the first pass's (~ln 10)
+    assert sum(losses[-16:]) / 16 < 0.85 * sum(losses[:16]) / 16
+
+
+def test_eager_inference_variable_sizes():
+    cfg = tiny("infer", "resnet18", mode="eager", variable=True, batch=8, steps=6, warmup=2)
+    from cgprof.runners.workloads import request_sizes
+
+    sizes = request_sizes(cfg.resolved(cuda_available=False), 8)
+    assert sizes == request_sizes(cfg.resolved(cuda_available=False), 8)
+    assert all(1 <= s <= 8 for s in sizes) and len(set(sizes)) > 1
+    result = run_workload(cfg)
+    m = result.modes["eager"]
+    assert m.losses is None
+    assert m.throughput_per_s == pytest.approx(sum(sizes[2:]) / (m.mean_ms * 6 / 1e3))
+
+
+# --------------------------------------------------------------------------- graph bookkeeping
+
+
+@pytest.mark.parametrize("name", ["mlp", "resnet18", "transformer"])
+def test_simulated_graph_training_matches_eager_exactly(name):
+    # transformer: dropout is on, so this also checks the graph path draws random numbers
+    # in the same order as eager
+    cfg = tiny("train", name, mode="both", steps=6, warmup=2)
+    result = run_workload(cfg, backend_factory=SimulatedBackend)
+    eager, graph = result.modes["eager"], result.modes["graph"]
+    assert graph.losses == eager.losses
+    assert result.loss_max_rel_diff == 0.0
+    # 3 eager warm-up steps, 1 capture (which ran the step), 4 replays
+    assert (graph.captures, graph.replays, graph.recaptures, graph.fallbacks) == (1, 4, 0, 0)
+
+
+def _train_parts(name: str = "mlp", seed: int = 0):
+    model = models.build_model(name, "tiny", seed=seed)
+    opt = models.make_optimizer("sgd", list(model.parameters()), capturable=False)
+    batches = models.make_batches(models.spec(name, "tiny"), 4, 8, seed=seed, device="cpu")
+    return model, opt, batches
+
+
+def test_static_buffers_are_filled_with_copy_never_rebound():
+    model, opt, batches = _train_parts()
+    step = graphs.GraphedTrainStep(
+        model, nn.CrossEntropyLoss(), opt, warmup_iters=1, backend=SimulatedBackend()
+    )
+    step(*batches[0])
+    entry = next(iter(step._entries.values()))
+    ptr = entry.static_inputs.data_ptr()
+    for x, y in batches[1:]:
+        loss = step(x, y)
+        assert entry.static_inputs.data_ptr() == ptr
+        assert torch.equal(entry.static_inputs, x) and torch.equal(entry.static_targets, y)
+    assert loss is entry.static_out  # the loss is the static output, readable after a call
+
+
+def test_capture_failure_falls_back_to_eager_once(caplog):
+    backend = SimulatedBackend(
+        fail_with=RuntimeError(
+            "CUDA error: operation not permitted when stream is capturing\n"
+            "CUDA kernel errors might be asynchronously reported"
+        )
+    )
+    model, opt, batches = _train_parts()
+    step = graphs.GraphedTrainStep(
+        model, nn.CrossEntropyLoss(), opt, warmup_iters=2, backend=backend
+    )
+    ref_model, ref_opt, _ = _train_parts()
+    ref = graphs.EagerTrainStep(ref_model, nn.CrossEntropyLoss(), ref_opt)
+    with caplog.at_level(logging.WARNING, logger="cgprof.runners"):
+        for x, y in batches:
+            assert torch.equal(step(x, y), ref(x, y))
+    reason = (
+        "capture failed for input shape (4, 16): RuntimeError: CUDA error: operation "
+        "not permitted when stream is capturing"
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        f"cgprof: CUDA graph {reason}; running eagerly from now on"
+    ]
+    s = step.stats
+    assert (s.calls, s.warmup_calls, s.captures, s.replays, s.fallbacks) == (8, 2, 0, 0, 6)
+    assert s.fallback_reason == reason
+    assert backend.capture_calls == 1 and backend.recover_calls == 1  # never retried
+    assert step.graphs == {} and step._entries == {}  # no half-captured state left
+    assert all(p.grad is None for p in model.parameters())
+    for p, q in zip(model.parameters(), ref_model.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_inference_capture_failure_falls_back(caplog):
+    model = models.build_model("mlp", "tiny")
+    serve = graphs.GraphedInference(model, backend=SimulatedBackend(MemoryError("out of memory")))
+    x = torch.randn(3, 16)
+    with caplog.at_level(logging.WARNING, logger="cgprof.runners"):
+        out1 = serve(x)
+        out2 = serve(x)
+    with torch.no_grad():
+        assert torch.equal(out1, model(x)) and torch.equal(out2, model(x))
+    assert len(caplog.records) == 1
+    assert serve.stats.fallbacks == 2 and serve.stats.captures == 0
+
+
+def test_graphed_train_step_checks():
+    model, opt, _ = _train_parts()
+    with pytest.raises(RunnerError) as info:
+        graphs.GraphedTrainStep(
+            model, nn.CrossEntropyLoss(), opt, warmup_iters=0, backend=SimulatedBackend()
+        )
+    assert str(info.value) == (
+        "warmup_iters must be at least 1 (got 0): optimizer state and lazily created "
+        "buffers must exist before capture"
+    )
+    if not torch.cuda.is_available():
+        with pytest.raises(RunnerError) as info:
+            graphs.GraphedTrainStep(model, nn.CrossEntropyLoss(), opt)
+        assert str(info.value).startswith("CUDA graphs need a CUDA GPU, and torch sees none")
+    adamw = torch.optim.AdamW(model.parameters())
+    with pytest.raises(RunnerError, match="create it with capturable=True"):
+        graphs._check_capturable(adamw)
+    graphs._check_capturable(opt)  # SGD has no host-side step count
+
+
+def test_buckets():
+    assert graphs.default_buckets(1) == [1]
+    assert graphs.default_buckets(12) == [1, 2, 4, 8, 12]
+    assert graphs.default_buckets(16) == [1, 2, 4, 8, 16]
+    b = [1, 2, 4, 8]
+    assert [graphs.bucket_for(n, b) for n in (1, 2, 3, 4, 5, 8, 9)] == [1, 2, 4, 4, 8, 8, None]
+    assert graphs.check_buckets([8, 1, 4]) == [1, 4, 8]
+    for bad in ([], [0, 2], [2, 2]):
+        with pytest.raises(RunnerError, match="buckets must be distinct positive batch sizes"):
+            graphs.check_buckets(bad)
+
+
+def test_bucketed_inference_pads_slices_and_counts(caplog):
+    model = models.build_model("mlp", "tiny")
+    serve = graphs.GraphedInference(model, buckets=[1, 2, 4, 8], backend=SimulatedBackend())
+    gen = torch.Generator().manual_seed(0)
+    sizes = [3, 1, 4, 4, 2, 5, 8, 9, 3]
+    with caplog.at_level(logging.WARNING, logger="cgprof.runners"):
+        for n in sizes:
+            x = torch.randn(n, 16, generator=gen)
+            out = serve(x)
+            assert out.shape == (n, 10)
+            with torch.no_grad():
+                torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-6)
+    s = serve.stats
+    # 3->4 capture, 1 capture, 4 replay, 4 replay, 2 capture, 5->8 capture, 8 replay,
+    # 9 eager (above the largest bucket), 3->4 replay
+    assert (s.calls, s.captures, s.recaptures, s.replays, s.fallbacks) == (9, 4, 3, 4, 1)
+    assert sorted(k[0][0] for k in serve.graphs) == [1, 2, 4, 8]
+    assert [r.getMessage() for r in caplog.records] == [
+        "cgprof: batch 9 is larger than the largest bucket (8); such batches run eagerly"
+    ]
+    entry = serve._entries[((4, 16), torch.float32)]
+    assert torch.equal(entry.static_inputs[3:], torch.zeros(1, 16))  # padding row zeroed
+
+
+def test_shape_cache_evicts_and_recaptures():
+    model = models.build_model("mlp", "tiny")
+    serve = graphs.GraphedInference(model, max_graphs=2, backend=SimulatedBackend())
+    for n in (1, 2, 3, 1, 1):
+        serve(torch.randn(n, 16))
+    s = serve.stats
+    assert (s.captures, s.recaptures, s.evictions, s.replays) == (4, 3, 2, 1)
+    assert sorted(k[0][0] for k in serve.graphs) == [1, 3]
+
+
+def test_warns_once_when_recapture_cancels_the_benefit(caplog):
+    model = models.build_model("mlp", "tiny")
+    sizes = [1 + i % 30 for i in range(90)]
+    with caplog.at_level(logging.WARNING, logger="cgprof.runners"):
+        thrash = graphs.GraphedInference(model, max_graphs=8, backend=SimulatedBackend())
+        for n in sizes:
+            thrash(torch.randn(n, 16))
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1
+    assert messages[0].startswith("cgprof: 50 CUDA graph captures in 50 calls (input shapes")
+    assert messages[0].endswith("pad inputs to a few bucket sizes or keep shapes fixed")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="cgprof.runners"):
+        bucketed = graphs.GraphedInference(
+            model, buckets=graphs.default_buckets(30), backend=SimulatedBackend()
+        )
+        for n in sizes:
+            bucketed(torch.randn(n, 16))
+    assert caplog.records == []
+    assert bucketed.stats.captures == 6 and bucketed.stats.replays == 84
+
+
+# --------------------------------------------------------------------------- NVTX contract
+
+
+@pytest.fixture
+def nvtx_ranges(monkeypatch):
+    """Every range cgprof.mark opens, as a tree; the real NVTX calls still happen."""
+    root: dict[str, Any] = {"name": "root", "payload": None, "children": []}
+    stack = [root]
+    real_push, real_pop = mark.push, mark.pop
+
+    def push(name: str, payload: int | float | None = None) -> None:
+        node = {"name": name, "payload": payload, "children": []}
+        stack[-1]["children"].append(node)
+        stack.append(node)
+        real_push(name, payload)
+
+    def pop() -> None:
+        stack.pop()
+        real_pop()
+
+    monkeypatch.setattr(mark, "push", push)
+    monkeypatch.setattr(mark, "pop", pop)
+    yield root
+    assert stack == [root], "unbalanced NVTX ranges"
+
+
+def render(node: dict[str, Any]) -> str:
+    inner = ",".join(render(c) for c in node["children"])
+    head = f"{node['name']}:{node['payload']}"
+    return f"{head}({inner})" if inner else head
+
+
+def test_nvtx_eager_training(nvtx_ranges):
+    run_workload(tiny("train", "mlp", mode="eager", steps=2, warmup=2))
+    eager = "forward:{0},backward:{0},optimizer:{0}"
+    steps = [f"step:{i}(" + eager.format(i) + ")" for i in range(4)]
+    assert [render(c) for c in nvtx_ranges["children"]] == [
+        f"eager:4(warmup:2({steps[0]},{steps[1]}),{steps[2]},{steps[3]})"
+    ]
+    assert mark.DOMAIN == "cgprof"
+
+
+def test_nvtx_graph_training(nvtx_ranges):
+    cfg = tiny("train", "mlp", mode="graph", steps=2, warmup=3, graph_warmup_iters=2)
+    run_workload(cfg, backend_factory=SimulatedBackend)
+    (graph,) = nvtx_ranges["children"]
+    assert (graph["name"], graph["payload"]) == ("graph", 4)
+    warm, *measured = graph["children"]
+    assert [render(s) for s in warm["children"] + measured] == [
+        "step:0(copy_in:0,warmup:0(forward:0,backward:0,optimizer:0))",
+        "step:1(copy_in:1,warmup:1(forward:1,backward:1,optimizer:1))",
+        # the simulated capture runs the step itself; a CUDA capture is followed by replay:2
+        "step:2(copy_in:2,capture:1)",
+        "step:3(copy_in:3,replay:3)",
+        "step:4(copy_in:4,replay:4)",
+    ]
+    assert render(warm).startswith("warmup:3(step:0(")
+
+
+def test_nvtx_graph_inference(nvtx_ranges):
+    cfg = tiny("infer", "mlp", mode="both", steps=2, warmup=1, batch=2)
+    run_workload(cfg, backend_factory=SimulatedBackend)
+    assert [render(c) for c in nvtx_ranges["children"]] == [
+        "eager:2(warmup:1(step:0(forward:0)),step:1(forward:1),step:2(forward:2))",
+        "graph:2(warmup:1(step:0(copy_in:0,warmup:0(forward:0,forward:0),capture:1)),"
+        "step:1(copy_in:1,replay:1),step:2(copy_in:2,replay:2))",
+    ]
