@@ -202,10 +202,18 @@ class CudaGraphBackend:
         try:
             torch.empty(1, device=self.device).uniform_()
         except RuntimeError:
-            gen.graphsafe_set_state(gen.clone_state())
-            log.debug("cgprof: reset the CUDA generator left capturing by a failed capture")
+            try:
+                gen.graphsafe_set_state(gen.clone_state())
+                log.debug("cgprof: reset the CUDA generator left capturing by a failed capture")
+            except RuntimeError as exc:
+                log.warning(
+                    "cgprof: could not reset the CUDA generator after a failed capture (%s); "
+                    "random ops such as dropout may fail",
+                    _first_line(exc),
+                )
         finally:
-            gen.set_offset(offset)
+            with contextlib.suppress(RuntimeError):
+                gen.set_offset(offset)
 
 
 def default_buckets(max_batch: int) -> list[int]:
