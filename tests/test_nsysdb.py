@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -382,3 +383,72 @@ def test_truncated_copy_is_malformed(samples_dir, tmp_path):
 def test_plain_sqlite_and_empty_file(tmp_path):
     assert tables(write_plain_sqlite(tmp_path / "p.sqlite")) == ["notes"]
     assert tables(write_empty_file(tmp_path / "e.sqlite")) == []
+
+
+# --- the synthetic benchmark trace (scripts/synth_trace.py) uses the same schema ----------------
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    try:
+        import synth_trace
+    finally:
+        sys.path.pop(0)
+    path = tmp_path_factory.mktemp("synth") / "synth.sqlite"
+    stats = synth_trace.generate(path, n_kernels=3_001, n_runtime=5_000, n_steps=20)
+    return synth_trace, path, stats
+
+
+def test_synth_trace_layout_is_the_builders(synth):
+    _, path, _ = synth
+    ours = schema("2025")
+    with ro(path) as conn:
+        for name, sql in conn.execute("SELECT name, sql FROM sqlite_master"):
+            assert sql == ours[name].ddl(), name
+        assert dict(conn.execute("SELECT name, value FROM META_DATA_CAPTURE")) == {
+            "PROCESS_0:CUDA_GRAPH_TRACE_OPTIONS:MODE": "Node"
+        }
+
+
+def test_synth_trace_counts_and_rules(synth):
+    _, path, stats = synth
+    assert (stats["eager_steps"], stats["graph_steps"], stats["kernels_per_step"]) == (10, 10, 130)
+    with ro(path) as conn:
+        one = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+        assert one("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == 3_001
+        assert one("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME") == 5_000
+        assert one("SELECT count(DISTINCT correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME") == 5_000
+        assert one("""SELECT count(*) FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId
+                      WHERE s.value = 'step' AND n.domainId = 1""") == 20
+        # no overlap on one stream (kernels and memcpys) or one thread (API calls)
+        for sql in (
+            """SELECT streamId, start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL
+               SELECT streamId, start, "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY""",
+            'SELECT globalTid, start, "end" FROM CUPTI_ACTIVITY_KIND_RUNTIME',
+        ):
+            prev: dict[int, int] = {}
+            for key, start, end in sorted(conn.execute(sql)):
+                assert start >= prev.get(key, start) and end >= start
+                prev[key] = end
+        # every kernel has one launching call, which starts before it
+        rows = conn.execute(
+            """SELECT k.graphNodeId IS NOT NULL, a.value, count(*), count(DISTINCT k.correlationId),
+                      sum(r.start < k.start)
+               FROM CUPTI_ACTIVITY_KIND_KERNEL k
+               JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+                AND (r.globalTid & -16777216) = k.globalPid
+               JOIN StringIds a ON a.id = r.nameId GROUP BY 1, 2 ORDER BY 1"""
+        ).fetchall()
+    eager = 3_001 - 10 * 130
+    assert rows == [
+        (0, "cudaLaunchKernel_v7000", eager, eager, eager),
+        (1, "cudaGraphLaunch_v10000", 1_300, 10, 1_300),
+    ]
+
+
+def test_synth_trace_is_deterministic(synth, tmp_path):
+    synth_trace, path, _ = synth
+    again = synth_trace.generate(tmp_path / "again.sqlite", n_kernels=3_001, n_runtime=5_000,
+                                 n_steps=20)
+    assert Path(again["path"]).read_bytes() == path.read_bytes()
