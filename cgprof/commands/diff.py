@@ -1,12 +1,85 @@
-"""`cgprof diff` (being built; see the issue tracker)."""
+"""`cgprof diff BASELINE CANDIDATE`: two runs compared step by step (table, JSON, HTML).
+
+A thin skin over :func:`cgprof.diff.diff`: parse the options, analyse both traces (once when
+the same file is given twice), make the one library call, render. `CgprofError` becomes one
+line, no traceback.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from cgprof.errors import CgprofError
 
-@click.command("diff", context_settings={"ignore_unknown_options": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def command(args: tuple[str, ...]) -> None:
-    """Not available yet in this build."""
-    raise click.ClickException("cgprof diff is not available yet in this build")
+
+@click.command("diff")
+@click.argument("baseline", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "html_out", type=click.Path(path_type=Path), metavar="PATH",
+              help="Write the interactive step-aligned HTML report to PATH.")
+@click.option("--json", "json_out", metavar="PATH|-",
+              help="Write the comparison as JSON to PATH ('-' for stdout, replacing the table).")
+@click.option("--labels", metavar="BASE,CAND",
+              help="Names of the two runs [default: baseline,candidate, or the --mode values].")
+@click.option("--steps", "steps", metavar="A:B[,C:D]",
+              help="Window of steps to compare: positions A to B-1 of the analysed steps "
+                   "(after --skip and --mode); C:D gives the candidate its own window.")
+@click.option("--mode", "mode", metavar="MODE[,MODE]",
+              help="Keep only eager or graph steps (all: every step), for both runs or as "
+                   "BASE,CAND; e.g. --mode eager,graph compares the two kinds of step of one "
+                   "trace given twice.")
+@click.option("--step", "step", metavar="NAME[@DOMAIN]",
+              help="NVTX range that marks one step (default: step@cgprof, else the most "
+                   "frequent repeating range).")
+@click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Leading steps of each trace to leave out (warm-up).")
+@click.option("--max-events", type=click.IntRange(min=100), default=None, metavar="N",
+              help="Events drawn per run timeline in the HTML report [default: 20000].")
+@click.option("--force", is_flag=True, help="Overwrite existing output files.")
+def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, skip,
+            max_events, force) -> None:
+    """Compare CANDIDATE against BASELINE (nsys SQLite exports), step i against step i.
+
+    \b
+      cgprof diff eager.sqlite graph.sqlite --labels eager,graph -o diff.html
+      cgprof diff run.sqlite run.sqlite --mode eager,graph      # one trace, both kinds
+      cgprof diff a.sqlite b.sqlite --steps 10:30 --json diff.json
+    """
+    from cgprof.diff import diff, parse_labels, parse_modes, parse_steps
+    from cgprof.metrics import analyze
+    from cgprof.report import diff_text
+    from cgprof.report.output import check_writable, write_atomic
+
+    try:
+        windows = parse_steps(steps)
+        modes = parse_modes(mode)
+        names = parse_labels(labels)
+        if names is None:
+            ma, mb = modes
+            names = (ma, mb) if ma and mb and ma != mb else ("baseline", "candidate")
+        outputs = [p for p in (None if json_out in (None, "-") else Path(json_out), html_out)
+                   if p is not None]
+        for p in outputs:
+            check_writable(p, force)
+        base = analyze(baseline, step=step, skip=skip)
+        same = Path(baseline).resolve() == Path(candidate).resolve()
+        cand = base if same else analyze(candidate, step=step, skip=skip)
+        result = diff(base, cand, labels=names, steps=windows, modes=modes)
+        if json_out == "-":
+            click.echo(diff_text.render_json(result), nl=False)
+        else:
+            click.echo(diff_text.render(result), nl=False)
+            if json_out is not None:
+                write_atomic(Path(json_out), diff_text.render_json(result), force)
+                click.echo(f"wrote {json_out}")
+        if html_out is not None:
+            from cgprof.report import html
+            from cgprof.report.figures import DEFAULT_MAX_EVENTS
+
+            write_atomic(html_out, html.render_diff(result, max_events or DEFAULT_MAX_EVENTS),
+                         force)
+            click.echo(f"wrote {html_out}")
+    except CgprofError as exc:
+        raise click.ClickException(str(exc)) from None

@@ -1,0 +1,657 @@
+"""Compare two analysed runs step by step: the numbers behind ``cgprof diff``.
+
+Two :class:`~cgprof.metrics.AnalysisResult` objects go in, a :class:`DiffResult` comes out.
+Nothing here recomputes a metric: every figure is read from the results' step, gap, replay
+and launch tables, restricted to a *window* of steps and aligned by step position (step i of
+the baseline's window against step i of the candidate's). The report renderers
+(:mod:`cgprof.report.html`, :mod:`cgprof.report.diff_text`) only format a DiffResult.
+
+A window is chosen per run: an optional ``mode`` filter ("eager" or "graph" steps only), then
+a slice ``A:B`` (0-based, B exclusive) of the remaining steps. Two windows of one trace can be
+compared, e.g. the eager and the graphed steps of a trace that holds both::
+
+    r = cgprof.analyze("traces/mlp8_node.sqlite")
+    d = cgprof.diff(r, r, labels=("eager", "graph"), modes=("eager", "graph"))
+
+:class:`RunView` (one run's window) is also what the single-run report draws.
+
+All durations are integer nanoseconds (``*_ns``); shares are percentages (``*_pct``).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cgprof.errors import AnalysisError, CgprofError
+from cgprof.metrics import AnalysisResult
+from cgprof.metrics.launches import FAMILIES, api_calls
+
+__all__ = [
+    "DiffResult", "RunView", "diff", "view", "parse_steps", "parse_labels", "parse_modes",
+    "SLOWER_RATIO", "GAP_BIN_EDGES_US", "DIFF_SCHEMA_VERSION",
+]
+
+#: Version of the JSON document written by ``cgprof diff --json`` (bump on breaking change).
+DIFF_SCHEMA_VERSION = 1
+
+#: A kernel is "slower" in the candidate when its average duration is more than this many times
+#: the baseline's ("faster" below the inverse).
+SLOWER_RATIO = 1.5
+
+#: Log-spaced bin edges of the gap-length histogram, microseconds: 4 bins per decade from
+#: 0.01 us (10 ns) to 1 s. Shorter gaps count in the first bin, longer ones in the last.
+GAP_BIN_EDGES_US: tuple[float, ...] = tuple(
+    float(f"{v:.6g}") for v in 10.0 ** np.arange(-2.0, 6.0001, 0.25))
+
+STEP_VIEW_COLUMNS = ["i", "step", "mode", "start_ns", "end_ns", "extent_end_ns", "effective_ns",
+                     "dur_ns", "launch_calls", "api_calls", "kernels", "gpu_ops", "gpu_busy_ns",
+                     "idle_pct", "compactness", "graph_replays"]
+
+
+@dataclass
+class RunView:
+    """One run restricted to its window of steps: what a report shows for it.
+
+    label       display name ("baseline", "eager", ...)
+    result      the full analysis (its ``trace`` has the raw events a timeline draws)
+    steps       the window's steps (STEP_VIEW_COLUMNS): i (0-based position in the window),
+                step (the step number in the analysis), mode, start_ns/end_ns (host range),
+                extent_end_ns (the later of the host end and the step's last GPU work),
+                effective_ns, dur_ns, launch_calls (kernel + graph launch calls), api_calls,
+                kernels (<NA> when a graph-granularity replay hides them), gpu_ops,
+                gpu_busy_ns, idle_pct (100 * (effective - busy) / effective), compactness
+                (GPU busy / GPU span of the step), graph_replays
+    mode        the step-mode filter applied (None, "eager" or "graph")
+    first, stop the window as a slice of the (mode-filtered) steps
+    total_steps steps available before the slice
+    gaps        rows of ``result.gaps.gaps`` that start inside a window step's extent, plus
+                ``step`` (the step whose extent holds the gap start)
+    replays     rows of ``result.replays.replays`` launched by window steps, plus ``step`` and
+                ``i`` (position of that step in the window)
+    families    family, calls, calls_per_step, host_ns: API calls attributed to window steps
+                (stream-capture calls excluded), one row per launch family present
+    kernels     name, instances, per_step, total_ns, avg_ns: kernels of the window's visible
+                steps (steps whose kernels are hidden by graph-granularity replays excluded)
+    hidden_steps  window steps whose replayed kernels are not in the trace
+    gap_hist    bin_lo_us, bin_hi_us, count, total_ns: the window's gaps (window_edge gaps
+                excluded) binned on GAP_BIN_EDGES_US
+    headline    the run's headline numbers (see :func:`view`)
+    """
+
+    label: str
+    result: AnalysisResult
+    steps: pd.DataFrame
+    mode: str | None
+    first: int
+    stop: int
+    total_steps: int
+    gaps: pd.DataFrame
+    replays: pd.DataFrame
+    families: pd.DataFrame
+    kernels: pd.DataFrame
+    hidden_steps: int
+    gap_hist: pd.DataFrame
+    headline: dict[str, Any]
+
+    @property
+    def start_ns(self) -> int:
+        """Host start of the window's first step: time 0 of this run's timeline."""
+        return int(self.steps["start_ns"].iloc[0])
+
+    @property
+    def end_ns(self) -> int:
+        return int(self.steps["extent_end_ns"].max())
+
+    @property
+    def path(self) -> str:
+        return str(self.result.info["path"])
+
+    def describe(self) -> str:
+        """"steps 0-19 of 40 (eager only)" for notes and headers."""
+        st = self.steps["step"]
+        mode = f", {self.mode} steps only" if self.mode else ""
+        return (f"steps {int(st.iloc[0])}-{int(st.iloc[-1])} ({len(st)} of "
+                f"{len(self.result.steps.steps)}{mode})")
+
+
+@dataclass
+class DiffResult:
+    """Baseline vs candidate, aligned by step position. Columns prefixed ``base_``/``cand_``.
+
+    labels     (baseline label, candidate label)
+    baseline, candidate   the two :class:`RunView` windows
+    headline   {"speedup": baseline step p50 / candidate step p50, "baseline": {...},
+               "candidate": {...}} with each run's headline numbers (see :func:`view`)
+    steps      one row per aligned step position ``i`` (outer join: a shorter window leaves
+               <NA>): base_step, cand_step, base_mode, cand_mode, base_effective_ns,
+               cand_effective_ns, delta_ns (cand - base), speedup (base / cand),
+               base_launch_calls, cand_launch_calls, base_kernels, cand_kernels,
+               base_gpu_busy_ns, cand_gpu_busy_ns, base_idle_pct, cand_idle_pct,
+               base_compactness, cand_compactness
+    families   family, base_calls, cand_calls, base_per_step, cand_per_step, base_host_ns,
+               cand_host_ns (API calls attributed to each window's steps)
+    work       the kernel work check, one row per kernel name: name, base_instances,
+               cand_instances, base_per_step, cand_per_step (instances per visible step),
+               base_avg_ns, cand_avg_ns, avg_ratio (cand / base), status, base_total_ns:
+               status is "missing" (baseline only), "extra" (candidate only), "fewer" /
+               "more" (fewer or more per step), "slower" / "faster" (same count, average
+               duration off by more than SLOWER_RATIO), "same", or "unknown" (the counts
+               differ but a graph-granularity trace hides replayed kernels on the side that
+               has fewer: not reported missing). Sorted problems first, then by GPU time.
+    gap_hist   bin_lo_us, bin_hi_us, base_count, cand_count (window gaps per log bin)
+    lines      the verdict in words, first line the headline
+    """
+
+    labels: tuple[str, str]
+    baseline: RunView
+    candidate: RunView
+    headline: dict[str, Any]
+    steps: pd.DataFrame
+    families: pd.DataFrame
+    work: pd.DataFrame
+    gap_hist: pd.DataFrame
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def views(self) -> tuple[RunView, RunView]:
+        return self.baseline, self.candidate
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document ``cgprof diff --json`` writes (``schema_version`` inside)."""
+        from cgprof import __version__
+        from cgprof.report.json_report import _scalar, frame_records
+
+        def run(v: RunView) -> dict[str, Any]:
+            return {"label": v.label, "path": v.path, "mode": v.mode, "first": v.first,
+                    "stop": v.stop, "total_steps": v.total_steps,
+                    "hidden_steps": v.hidden_steps,
+                    "graph_trace_mode": v.result.info["graph_trace_mode"],
+                    "step_range": v.result.info["step_range"],
+                    "headline": {k: _scalar(x) for k, x in v.headline.items()}}
+
+        return {
+            "schema_version": DIFF_SCHEMA_VERSION,
+            "cgprof_version": __version__,
+            "kind": "cgprof.diff",
+            "labels": list(self.labels),
+            "baseline": run(self.baseline),
+            "candidate": run(self.candidate),
+            "speedup": _scalar(self.headline["speedup"]),
+            "lines": list(self.lines),
+            "steps": frame_records(self.steps),
+            "families": frame_records(self.families),
+            "work": frame_records(self.work),
+            "gap_histogram": frame_records(self.gap_hist),
+        }
+
+
+# ---------------------------------------------------------------------------------------
+# option parsing (shared by the CLI and by callers that take strings)
+
+
+def _parse_slice(text: str, option: str) -> slice:
+    parts = text.strip().split(":")
+    bad = CgprofError(
+        f"{option} {text!r}: expected A:B (0-based step positions, B exclusive), e.g. "
+        f"{option} 0:10, or A:B,C:D for baseline and candidate")
+    if len(parts) != 2:
+        raise bad
+    try:
+        lo = int(parts[0]) if parts[0].strip() else None
+        hi = int(parts[1]) if parts[1].strip() else None
+    except ValueError:
+        raise bad from None
+    if (lo is not None and lo < 0) or (hi is not None and hi < 0):
+        raise CgprofError(f"{option} {text!r}: positions must be 0 or more")
+    if lo is not None and hi is not None and hi <= lo:
+        raise CgprofError(f"{option} {text!r}: B must be greater than A (B is exclusive)")
+    return slice(lo, hi)
+
+
+def parse_steps(text: str | None, option: str = "--steps") -> tuple[slice | None, slice | None]:
+    """``"A:B"`` (both runs) or ``"A:B,C:D"`` (baseline, candidate) -> two slices."""
+    if text is None:
+        return None, None
+    parts = text.split(",")
+    if len(parts) == 1:
+        s = _parse_slice(parts[0], option)
+        return s, s
+    if len(parts) == 2:
+        return _parse_slice(parts[0], option), _parse_slice(parts[1], option)
+    raise CgprofError(f"{option} {text!r}: give one window A:B, or two: A:B,C:D")
+
+
+def parse_labels(text: str | None) -> tuple[str, str] | None:
+    """``"eager,graph"`` -> ("eager", "graph")."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise CgprofError(f"--labels {text!r}: expected two names, e.g. --labels eager,graph")
+    if parts[0] == parts[1]:
+        raise CgprofError(f"--labels {text!r}: the two labels must differ")
+    return parts[0], parts[1]
+
+
+def parse_modes(text: str | None) -> tuple[str | None, str | None]:
+    """``"eager,graph"`` -> per-run step-mode filters; ``"all"`` keeps every step."""
+    if text is None:
+        return None, None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) == 1:
+        parts = parts * 2
+    ok = {"eager", "graph", "all"}
+    if len(parts) != 2 or not set(parts) <= ok:
+        raise CgprofError(
+            f"--mode {text!r}: expected eager, graph or all, once or as BASE,CAND "
+            f"(e.g. --mode eager,graph)")
+    return tuple(None if p == "all" else p for p in parts)  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------
+# one run
+
+
+def _p50(values: Any) -> float | None:
+    v = pd.Series(values, dtype="Float64").dropna().to_numpy(dtype=np.float64)
+    return float(np.median(v)) if len(v) else None
+
+
+def _window_steps(result: AnalysisResult, label: str, steps: slice | None, mode: str | None):
+    st = result.steps.steps
+    if st.empty:
+        raise AnalysisError(f"{label} ({result.info['path']}): no steps to compare")
+    if mode is not None:
+        st = st[st["mode"] == mode]
+        if st.empty:
+            have = ", ".join(sorted(set(result.steps.steps["mode"]))) or "none"
+            raise AnalysisError(
+                f"{label} ({result.info['path']}): no {mode} steps (step modes here: {have})")
+    total = len(st)
+    first, stop, _ = (steps or slice(None)).indices(total)
+    sel = st.iloc[first:stop]
+    if sel.empty:
+        what = f"{mode} steps" if mode else "steps"
+        raise AnalysisError(
+            f"{label} ({result.info['path']}): --steps {_fmt_slice(steps)} selects no steps; "
+            f"it has {total} {what} (positions 0-{total - 1})")
+    return sel.reset_index(drop=True), first, first + len(sel), total
+
+
+def _fmt_slice(s: slice | None) -> str:
+    if s is None:
+        return ":"
+    return f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
+
+
+def _assign(starts: np.ndarray, ext_cummax: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Window position of the step whose extent holds each time t (-1 outside every extent)."""
+    j = np.searchsorted(starts, t, "right") - 1
+    ok = j >= 0
+    jj = np.where(ok, j, 0)
+    ok &= t < ext_cummax[jj]
+    return np.where(ok, j, -1)
+
+
+def view(
+    result: AnalysisResult,
+    label: str = "run",
+    steps: slice | None = None,
+    mode: str | None = None,
+) -> RunView:
+    """Restrict one analysis to a window of steps (see the module doc).
+
+    ``headline`` keys: steps, first_step, last_step, mode ("eager", "graph" or "mixed"),
+    step_p50_ns (median effective step time), step_mean_ns, launch_calls_per_step (median
+    kernel + graph launch calls), api_calls_per_step, gpu_idle_pct (100 * (sum of effective
+    - sum of GPU busy) / sum of effective over the window's steps), replays,
+    replay_compactness_p50 (None without replays or when a graph-granularity trace hides
+    the inside of replays), kernels_per_step (median over visible steps, None if all hidden),
+    hidden_steps, graph_trace_mode.
+    """
+    sel, first, stop, total = _window_steps(result, label, steps, mode)
+    st = pd.DataFrame({
+        "i": np.arange(len(sel), dtype=np.int64),
+        "step": sel["step"].to_numpy(np.int64),
+        "mode": sel["mode"].astype(str).to_numpy(),
+        "start_ns": sel["start_ns"].to_numpy(np.int64),
+        "end_ns": sel["end_ns"].to_numpy(np.int64),
+    })
+    gpu_end = sel["gpu_end_ns"].astype("Float64").fillna(0).to_numpy(np.float64).astype(np.int64)
+    st["extent_end_ns"] = np.maximum(st["end_ns"].to_numpy(np.int64), gpu_end)
+    st["effective_ns"] = sel["effective_ns"].to_numpy(np.int64)
+    st["dur_ns"] = sel["dur_ns"].to_numpy(np.int64)
+    st["launch_calls"] = (sel["kernel_launches"] + sel["graph_launches"]).to_numpy(np.int64)
+    st["api_calls"] = sel["api_calls"].to_numpy(np.int64)
+    st["kernels"] = pd.array(sel["kernels"], dtype="Int64")
+    st["gpu_ops"] = sel["gpu_ops"].to_numpy(np.int64)
+    st["gpu_busy_ns"] = sel["gpu_busy_ns"].to_numpy(np.int64)
+    eff = st["effective_ns"].to_numpy(np.float64)
+    idle = np.where(eff > 0, 100.0 * (eff - st["gpu_busy_ns"].to_numpy(np.float64)) /
+                    np.where(eff > 0, eff, 1.0), np.nan)
+    st["idle_pct"] = pd.array(np.clip(idle, 0.0, 100.0), dtype="Float64")
+    st["compactness"] = pd.array(sel["compactness"], dtype="Float64")
+    st["graph_replays"] = sel["graph_replays"].to_numpy(np.int64)
+    st = st[STEP_VIEW_COLUMNS]
+
+    step_ids = st["step"].to_numpy(np.int64)
+    pos_of_step = pd.Series(np.arange(len(st), dtype=np.int64), index=step_ids)
+    call_steps = result.steps.call_steps
+    in_window = call_steps[call_steps["step"].isin(step_ids)]
+
+    # Gaps whose start lies in the union of the window steps' extents.
+    starts = st["start_ns"].to_numpy(np.int64)
+    ext_cummax = np.maximum.accumulate(st["extent_end_ns"].to_numpy(np.int64))
+    gaps = result.gaps.gaps
+    gpos = _assign(starts, ext_cummax, gaps["start_ns"].to_numpy(np.int64))
+    wgaps = gaps[gpos >= 0].assign(step=step_ids[gpos[gpos >= 0]]).reset_index(drop=True)
+
+    rep = result.replays.replays.merge(in_window, on=["pid", "corr_id"], how="inner")
+    rep = rep.sort_values("replay", kind="stable").reset_index(drop=True)
+    rep["i"] = pos_of_step.reindex(rep["step"].to_numpy()).to_numpy(np.int64)
+
+    hidden = st["kernels"].isna().to_numpy(dtype=bool)
+    visible_steps = step_ids[~hidden]
+    kern = result.trace.kernels[["pid", "corr_id", "name", "dur_ns"]].merge(
+        call_steps, on=["pid", "corr_id"], how="inner")
+    kern = kern[kern["step"].isin(visible_steps)]
+    n_vis = len(visible_steps)
+    if len(kern):
+        g = kern.assign(name=kern["name"].astype(str)).groupby("name", sort=True)["dur_ns"]
+        kt = g.agg(["size", "sum"]).reset_index()
+        kt.columns = ["name", "instances", "total_ns"]
+        kt["per_step"] = kt["instances"] / n_vis
+        kt["avg_ns"] = kt["total_ns"] / kt["instances"]
+        kt = kt.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
+        kt = kt[["name", "instances", "per_step", "total_ns", "avg_ns"]].reset_index(drop=True)
+    else:
+        kt = pd.DataFrame({"name": pd.Series(dtype=object),
+                           "instances": pd.Series(dtype="int64"),
+                           "per_step": pd.Series(dtype="float64"),
+                           "total_ns": pd.Series(dtype="int64"),
+                           "avg_ns": pd.Series(dtype="float64")})
+
+    calls = api_calls(result.trace)
+    calls = calls[~calls["in_capture"]][["pid", "corr_id", "family", "dur_ns"]].merge(
+        in_window, on=["pid", "corr_id"], how="inner")
+    fam_rows = []
+    fam = calls["family"].astype(str)
+    for f in FAMILIES:
+        sub = calls[fam == f]
+        if len(sub):
+            fam_rows.append({"family": f, "calls": int(len(sub)),
+                             "calls_per_step": len(sub) / len(st),
+                             "host_ns": int(sub["dur_ns"].sum())})
+    families = pd.DataFrame(fam_rows, columns=["family", "calls", "calls_per_step", "host_ns"])
+
+    hist = _gap_hist(wgaps)
+
+    comp = rep["compactness"].astype("Float64").dropna() if len(rep) else pd.Series([])
+    modes = sorted(set(st["mode"]))
+    eff_sum = float(st["effective_ns"].sum())
+    headline = {
+        "steps": int(len(st)),
+        "first_step": int(step_ids[0]),
+        "last_step": int(step_ids[-1]),
+        "mode": modes[0] if len(modes) == 1 else "mixed",
+        "step_p50_ns": _p50(st["effective_ns"]),
+        "step_mean_ns": float(st["effective_ns"].mean()),
+        "launch_calls_per_step": _p50(st["launch_calls"]),
+        "api_calls_per_step": _p50(st["api_calls"]),
+        "gpu_idle_pct": (100.0 * (eff_sum - float(st["gpu_busy_ns"].sum())) / eff_sum
+                         if eff_sum > 0 else None),
+        "replays": int(len(rep)),
+        "replay_compactness_p50": _p50(comp) if len(comp) else None,
+        "kernels_per_step": _p50(st["kernels"]),
+        "hidden_steps": int(hidden.sum()),
+        "graph_trace_mode": result.info["graph_trace_mode"],
+    }
+    return RunView(label=label, result=result, steps=st, mode=mode, first=first, stop=stop,
+                   total_steps=total, gaps=wgaps, replays=rep, families=families, kernels=kt,
+                   hidden_steps=int(hidden.sum()), gap_hist=hist, headline=headline)
+
+
+def _gap_hist(gaps: pd.DataFrame) -> pd.DataFrame:
+    edges = np.array(GAP_BIN_EDGES_US, dtype=np.float64)
+    g = gaps[gaps["kind"].astype(str) != "window_edge"]
+    v = g["gap_ns"].to_numpy(dtype=np.float64)
+    b = np.clip(np.searchsorted(edges, v / 1000.0, "right") - 1, 0, len(edges) - 2)
+    count = np.bincount(b, minlength=len(edges) - 1)
+    total = np.bincount(b, weights=v, minlength=len(edges) - 1)
+    return pd.DataFrame({"bin_lo_us": edges[:-1], "bin_hi_us": edges[1:],
+                         "count": count.astype(np.int64), "total_ns": total.astype(np.int64)})
+
+
+# ---------------------------------------------------------------------------------------
+# two runs
+
+
+def diff(
+    baseline: AnalysisResult,
+    candidate: AnalysisResult,
+    labels: tuple[str, str] = ("baseline", "candidate"),
+    steps: slice | tuple[slice | None, slice | None] | None = None,
+    modes: tuple[str | None, str | None] | None = None,
+) -> DiffResult:
+    """Compare ``candidate`` against ``baseline`` (see :class:`DiffResult`).
+
+    steps: one slice for both windows, or (baseline slice, candidate slice). modes: per-run
+    step-mode filter applied before the slice, e.g. ("eager", "graph") to compare the eager
+    and graphed steps of one trace. Raises AnalysisError when a window holds no steps.
+    """
+    labels = (str(labels[0]), str(labels[1]))
+    if labels[0] == labels[1]:
+        raise CgprofError(f"labels must differ (both are {labels[0]!r})")
+    sa, sb = steps if isinstance(steps, tuple) else (steps, steps)
+    ma, mb = modes if modes is not None else (None, None)
+    a = view(baseline, labels[0], sa, ma)
+    b = view(candidate, labels[1], sb, mb)
+    ha, hb = a.headline, b.headline
+    speedup = (ha["step_p50_ns"] / hb["step_p50_ns"]
+               if ha["step_p50_ns"] and hb["step_p50_ns"] else None)
+    headline = {"speedup": speedup, "baseline": ha, "candidate": hb}
+    work = work_check(a, b)
+    d = DiffResult(labels=labels, baseline=a, candidate=b, headline=headline,
+                   steps=_aligned_steps(a, b), families=_families(a, b), work=work,
+                   gap_hist=_hist_pair(a, b))
+    d.lines = verdict_lines(d)
+    return d
+
+
+def _aligned_steps(a: RunView, b: RunView) -> pd.DataFrame:
+    cols = ["step", "mode", "effective_ns", "launch_calls", "kernels", "gpu_busy_ns",
+            "idle_pct", "compactness"]
+    left = a.steps[["i"] + cols].rename(columns={c: f"base_{c}" for c in cols})
+    right = b.steps[["i"] + cols].rename(columns={c: f"cand_{c}" for c in cols})
+    out = left.merge(right, on="i", how="outer").sort_values("i").reset_index(drop=True)
+    for c in ("step", "effective_ns", "launch_calls", "kernels", "gpu_busy_ns"):
+        for p in ("base_", "cand_"):
+            out[p + c] = out[p + c].astype("Int64")
+    for p in ("base_", "cand_"):
+        out[p + "mode"] = out[p + "mode"].astype(object).where(out[p + "mode"].notna(), None)
+        out[p + "idle_pct"] = out[p + "idle_pct"].astype("Float64")
+        out[p + "compactness"] = out[p + "compactness"].astype("Float64")
+    out["delta_ns"] = (out["cand_effective_ns"] - out["base_effective_ns"]).astype("Int64")
+    cand = out["cand_effective_ns"].astype("Float64")
+    out["speedup"] = (out["base_effective_ns"].astype("Float64") / cand.where(cand > 0))
+    order = ["i", "base_step", "cand_step", "base_mode", "cand_mode", "base_effective_ns",
+             "cand_effective_ns", "delta_ns", "speedup", "base_launch_calls",
+             "cand_launch_calls", "base_kernels", "cand_kernels", "base_gpu_busy_ns",
+             "cand_gpu_busy_ns", "base_idle_pct", "cand_idle_pct", "base_compactness",
+             "cand_compactness"]
+    return out[order]
+
+
+def _families(a: RunView, b: RunView) -> pd.DataFrame:
+    fa = a.families.set_index("family")
+    fb = b.families.set_index("family")
+    rows = []
+    for f in FAMILIES:
+        if f not in fa.index and f not in fb.index:
+            continue
+        ra = fa.loc[f] if f in fa.index else None
+        rb = fb.loc[f] if f in fb.index else None
+        rows.append({
+            "family": f,
+            "base_calls": int(ra["calls"]) if ra is not None else 0,
+            "cand_calls": int(rb["calls"]) if rb is not None else 0,
+            "base_per_step": float(ra["calls_per_step"]) if ra is not None else 0.0,
+            "cand_per_step": float(rb["calls_per_step"]) if rb is not None else 0.0,
+            "base_host_ns": int(ra["host_ns"]) if ra is not None else 0,
+            "cand_host_ns": int(rb["host_ns"]) if rb is not None else 0,
+        })
+    return pd.DataFrame(rows, columns=["family", "base_calls", "cand_calls", "base_per_step",
+                                       "cand_per_step", "base_host_ns", "cand_host_ns"])
+
+
+def _hist_pair(a: RunView, b: RunView) -> pd.DataFrame:
+    out = a.gap_hist[["bin_lo_us", "bin_hi_us"]].copy()
+    out["base_count"] = a.gap_hist["count"].to_numpy()
+    out["cand_count"] = b.gap_hist["count"].to_numpy()
+    return out
+
+
+WORK_ORDER = {"missing": 0, "extra": 1, "fewer": 2, "more": 3, "slower": 4, "unknown": 5,
+              "faster": 6, "same": 7}
+
+
+def work_check(a: RunView, b: RunView) -> pd.DataFrame:
+    """Do both windows run the same kernels per step? (see DiffResult.work)"""
+    ka = a.kernels.set_index("name")
+    kb = b.kernels.set_index("name")
+    names = sorted(set(ka.index) | set(kb.index))
+    vis_a = len(a.steps) - a.hidden_steps
+    vis_b = len(b.steps) - b.hidden_steps
+    rows = []
+    for name in names:
+        ia = int(ka.at[name, "instances"]) if name in ka.index else 0
+        ib = int(kb.at[name, "instances"]) if name in kb.index else 0
+        pa = ia / vis_a if vis_a else None
+        pb = ib / vis_b if vis_b else None
+        avg_a = float(ka.at[name, "avg_ns"]) if ia else None
+        avg_b = float(kb.at[name, "avg_ns"]) if ib else None
+        ratio = avg_b / avg_a if avg_a and avg_b else None
+        if pa is None or pb is None:
+            status = "unknown"  # a window whose every step hides its replayed kernels
+        elif not np.isclose(pa, pb, rtol=0, atol=1e-9):
+            if (pb < pa and b.hidden_steps > 0) or (pa < pb and a.hidden_steps > 0):
+                status = "unknown"  # the side with fewer may hold them in hidden replays
+            elif ib == 0:
+                status = "missing"
+            elif ia == 0:
+                status = "extra"
+            else:
+                status = "fewer" if pb < pa else "more"
+        elif ratio is not None and ratio > SLOWER_RATIO:
+            status = "slower"
+        elif ratio is not None and ratio < 1.0 / SLOWER_RATIO:
+            status = "faster"
+        else:
+            status = "same"
+        rows.append({
+            "name": name, "base_instances": ia, "cand_instances": ib,
+            "base_per_step": pa, "cand_per_step": pb, "base_avg_ns": avg_a,
+            "cand_avg_ns": avg_b, "avg_ratio": ratio, "status": status,
+            "base_total_ns": int(ka.at[name, "total_ns"]) if ia else 0,
+            "_gpu": (int(ka.at[name, "total_ns"]) if ia else 0)
+            + (int(kb.at[name, "total_ns"]) if ib else 0),
+        })
+    cols = ["name", "base_instances", "cand_instances", "base_per_step", "cand_per_step",
+            "base_avg_ns", "cand_avg_ns", "avg_ratio", "status", "base_total_ns"]
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    df = pd.DataFrame(rows)
+    df["_order"] = df["status"].map(WORK_ORDER)
+    df = df.sort_values(["_order", "_gpu", "name"], ascending=[True, False, True],
+                        kind="stable")
+    df = df[cols].reset_index(drop=True)
+    for c in ("base_per_step", "cand_per_step", "base_avg_ns", "cand_avg_ns", "avg_ratio"):
+        df[c] = df[c].astype("Float64")
+    return df
+
+
+def _us(ns: float | None) -> str:
+    return "n/a" if ns is None else f"{ns / 1000:.1f} us"
+
+
+def _num(v: float | None, fmt: str = "{:.0f}") -> str:
+    return "n/a" if v is None else fmt.format(v)
+
+
+def work_summary(d: DiffResult) -> str:
+    """'16 kernels per step, same in both' / '2 missing, 1 slower' / 'unknown (...)'."""
+    w = d.work
+    if w.empty:
+        return "no kernels in either window"
+    counts = w["status"].value_counts()
+    problems = [f"{int(counts[s])} {s}" for s in ("missing", "extra", "fewer", "more", "slower")
+                if s in counts]
+    unknown = int(counts.get("unknown", 0))
+    parts = problems[:]
+    if unknown:
+        hidden = [v.label for v in d.views if v.hidden_steps]
+        parts.append(f"{unknown} unknown (replayed kernels not in the "
+                     f"{' and '.join(hidden)} trace: graph-granularity)")
+    if not parts:
+        return f"same kernels per step in both ({len(w)} kernel names)"
+    return ", ".join(parts) + f" of {len(w)} kernel names"
+
+
+def verdict_lines(d: DiffResult) -> list[str]:
+    """The verdict in words; the first line is the headline."""
+    la, lb = d.labels
+    ha, hb = d.headline["baseline"], d.headline["candidate"]
+    s = d.headline["speedup"]
+    lines = []
+    if s is None:
+        lines.append(f"{lb} vs {la}: step time unknown")
+    elif abs(s - 1) < 0.005:
+        lines.append(f"{lb} takes the same time per step as {la}: "
+                     f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
+    elif s >= 1:
+        lines.append(f"{lb} is {s:.2f}x faster per step than {la}: "
+                     f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
+    else:
+        lines.append(f"{lb} is {1 / s:.2f}x slower per step than {la}: "
+                     f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
+    lines.append(f"launch calls per step {_num(ha['launch_calls_per_step'])} -> "
+                 f"{_num(hb['launch_calls_per_step'])}; GPU idle "
+                 f"{_num(ha['gpu_idle_pct'], '{:.1f}')}% -> {_num(hb['gpu_idle_pct'], '{:.1f}')}%"
+                 f" of step time; replay compactness p50 {compactness_text(ha)} -> "
+                 f"{compactness_text(hb)}")
+    lines.append(f"work check: {work_summary(d)}")
+    for v in d.views:
+        if v.headline["mode"] == "mixed":
+            lines.append(f"note: the {v.label} window mixes eager and graphed steps; compare like "
+                         f"with like with --mode eager,graph or --steps A:B,C:D")
+    return lines
+
+
+def compactness_text(h: dict[str, Any], short: bool = False) -> str:
+    """A run's replay compactness p50 as words: 0.932, 'no replays' or 'unknown (...)'."""
+    if h["replay_compactness_p50"] is not None:
+        return f"{h['replay_compactness_p50']:.3f}"
+    if h["replays"] == 0:
+        return "no replays"
+    return "unknown" if short else "unknown (graph-granularity trace)"
+
+
+class _CallableModule(types.ModuleType):
+    """Keeps ``cgprof.diff(...)`` working after this module is imported.
+
+    ``cgprof/__init__.py`` defines a function ``diff`` that imports this module, and importing
+    a submodule makes Python set the package attribute ``cgprof.diff`` to the module, replacing
+    that function. Calling the module calls :func:`diff`, so both spellings keep working.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> DiffResult:
+        return diff(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
