@@ -155,6 +155,7 @@ def test_run_result_json_payload():
     assert payload["speedup_p50"] == pytest.approx(7.5)
     assert payload["loss_max_rel_diff"] == pytest.approx(1e-5)
     assert payload["modes"]["graph"]["replays"] == 116
+    assert payload["capturable_eager"] is False
     assert list(payload) == sorted(payload)
 
 

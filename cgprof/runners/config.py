@@ -52,6 +52,11 @@ class RunConfig:
             of power-of-two buckets (a request is padded up to its bucket).
         size: ``full`` (the benchmark models) or ``tiny`` (small widths, for smoke tests).
         graph_warmup_iters: eager iterations on a side stream before each capture.
+        capturable_eager: train on CUDA: give the eager run the same ``capturable=True``
+            optimizer as the graphed run, so the two differ only by capture. For comparing
+            numerics: capturable AdamW computes its bias corrections on the device and
+            rounds differently (~1e-7), which a chaotic model (the 41-layer MLP) amplifies
+            to ~1e-2 in 20 steps. Off for timing: eager users don't pay for capturable.
     """
 
     task: str
@@ -66,6 +71,7 @@ class RunConfig:
     variable: bool = False
     size: str = "full"
     graph_warmup_iters: int = 3
+    capturable_eager: bool = False
 
     def resolved(
         self, cuda_available: bool | None = None, *, allow_cpu_graphs: bool = False

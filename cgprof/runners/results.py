@@ -64,6 +64,7 @@ class RunResult:
     size: str
     optimizer: str | None
     variable: bool
+    capturable_eager: bool = False
     modes: dict[str, ModeResult] = field(default_factory=dict)
 
     @property

@@ -81,6 +81,7 @@ def run_workload(config: RunConfig, *, backend_factory: BackendFactory | None = 
         size=cfg.size,
         optimizer=cfg.optimizer,
         variable=cfg.variable,
+        capturable_eager=cfg.capturable_eager,
     )
     run_mode = _run_train if cfg.task == "train" else _run_infer
     for mode in cfg.modes:
@@ -112,8 +113,9 @@ def _run_train(
     spec = models.spec(cfg.model, cfg.size)
     model = models.build_model(cfg.model, cfg.size, seed=cfg.seed).to(device)
     graphed = mode == "graph"
+    capturable = device.type == "cuda" and (graphed or cfg.capturable_eager)
     optimizer = models.make_optimizer(
-        cfg.optimizer, list(model.parameters()), capturable=graphed and device.type == "cuda"
+        cfg.optimizer, list(model.parameters()), capturable=capturable
     )
     loss_fn = nn.CrossEntropyLoss()
     total = cfg.warmup + cfg.steps
