@@ -49,7 +49,7 @@ class TraceMeta:
 class Trace:
     """The tables of one nsys export that cgprof uses, as DataFrames.
 
-    kernels      start_ns end_ns dur_ns device_id context_id stream_id pid corr_id name
+    kernels      start_ns end_ns dur_ns device_id stream_id pid corr_id name
                  short_name graph_node_id (Int64, <NA> outside graphs) graph_id (Int64)
     runtime      start_ns end_ns dur_ns pid tid global_tid corr_id event_class name_raw
                  name (version suffix stripped) nsys_name (as nsys cuda_api_sum shows it);
@@ -165,11 +165,61 @@ def _col(cols: list[str], name: str, alias: str, default: str = "NULL") -> str:
     return f'"{name}" AS {alias}' if name in cols else f"{default} AS {alias}"
 
 
-def _query(conn: sqlite3.Connection, sql: str, columns: list[str]) -> pd.DataFrame:
+#: Stands for NULL in integer-only queries (no nsys column holds it).
+NULL_INT = -(2**63)
+
+
+def _icol(cols: list[str], name: str, default: str = "NULL") -> str:
+    """An integer column for :func:`_query_ints`: NULL (or a missing column) -> NULL_INT."""
+    expr = f'"{name}"' if name in cols else default
+    return f"coalesce({expr}, {NULL_INT})"
+
+
+def _query_ints(conn: sqlite3.Connection, exprs: list[str], table: str,
+                columns: list[str]) -> pd.DataFrame:
+    """Integer-only SELECT straight into one int64 matrix (the fast path for big tables).
+
+    Columns holding NULL_INT come back as nullable Int64 with <NA> there.
+    """
+    sql = f"SELECT {', '.join(exprs)} FROM \"{table}\""
     rows = conn.execute(sql).fetchall()
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns})
-    return pd.DataFrame.from_records(rows, columns=columns)
+    matrix = np.array(rows, dtype=np.int64)
+    del rows
+    data: dict[str, object] = {}
+    for i, name in enumerate(columns):
+        col = matrix[:, i].copy()
+        null = col == NULL_INT
+        data[name] = pd.arrays.IntegerArray(col, null) if null.any() else col
+    return pd.DataFrame(data, copy=False)
+
+
+def _query(conn: sqlite3.Connection, sql: str, columns: list[str]) -> pd.DataFrame:
+    """Run ``sql`` and build the frame column by column.
+
+    Much faster than ``DataFrame.from_records`` on millions of rows: each column goes through
+    numpy once, as int64 when it holds no NULL, else as a nullable Int64, else as objects.
+    """
+    rows = conn.execute(sql).fetchall()
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns})
+    data: dict[str, object] = {}
+    for name, values in zip(columns, zip(*rows, strict=True), strict=True):
+        data[name] = _column(values)
+    return pd.DataFrame(data, copy=False)
+
+
+def _column(values: tuple) -> object:
+    try:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    except (TypeError, ValueError, OverflowError):
+        pass
+    if any(isinstance(v, int) for v in values) and all(
+        v is None or isinstance(v, int) for v in values
+    ):
+        return pd.array(values, dtype="Int64")
+    return np.array(values, dtype=object)
 
 
 def _int(df: pd.DataFrame, cols: list[str]) -> None:
@@ -216,20 +266,18 @@ def _tid_from_global(series: pd.Series) -> pd.Series:
 
 def _load_kernels(conn, tables, strings) -> pd.DataFrame:
     cols = tables.get(S.KERNEL)
-    names = ["start_ns", "end_ns", "device_id", "context_id", "stream_id", "corr_id",
+    names = ["start_ns", "end_ns", "device_id", "stream_id", "corr_id",
              "global_pid", "name_id", "short_id", "graph_node_id", "graph_id"]
     if cols is None:
         df = _query(conn, "SELECT 1 WHERE 0", names)
     else:
-        sql = ("SELECT start, \"end\", " + ", ".join([
-            _col(cols, "deviceId", "d", "0"), _col(cols, "contextId", "c", "0"),
-            _col(cols, "streamId", "s", "0"), _col(cols, "correlationId", "k", "0"),
-            _col(cols, "globalPid", "g", "0"), _col(cols, "demangledName", "n"),
-            _col(cols, "shortName", "sn"), _col(cols, "graphNodeId", "gn"),
-            _col(cols, "graphId", "gi")]) + f" FROM {S.KERNEL}")
-        df = _query(conn, sql, names)
-    _int(df, ["start_ns", "end_ns", "device_id", "context_id", "stream_id", "corr_id",
-              "global_pid"])
+        df = _query_ints(conn, [
+            _icol(cols, "start"), _icol(cols, "end"), _icol(cols, "deviceId", "0"),
+            _icol(cols, "streamId", "0"), _icol(cols, "correlationId", "0"),
+            _icol(cols, "globalPid", "0"), _icol(cols, "demangledName"),
+            _icol(cols, "shortName"), _icol(cols, "graphNodeId"), _icol(cols, "graphId")],
+            S.KERNEL, names)
+    _int(df, ["start_ns", "end_ns", "device_id", "stream_id", "corr_id", "global_pid"])
     _nullable(df, ["graph_node_id", "graph_id"])
     df["pid"] = _pid_from_global(df["global_pid"])
     name_ids = df["name_id"].where(df["name_id"].notna(), df["short_id"])
@@ -246,11 +294,10 @@ def _load_runtime(conn, tables, strings) -> pd.DataFrame:
     if cols is None:
         df = _query(conn, "SELECT 1 WHERE 0", names)
     else:
-        sql = ("SELECT start, \"end\", " + ", ".join([
-            _col(cols, "eventClass", "e", "0"), _col(cols, "globalTid", "g", "0"),
-            _col(cols, "correlationId", "k", "0"), _col(cols, "nameId", "n")])
-            + f" FROM {S.RUNTIME}")
-        df = _query(conn, sql, names)
+        df = _query_ints(conn, [
+            _icol(cols, "start"), _icol(cols, "end"), _icol(cols, "eventClass", "0"),
+            _icol(cols, "globalTid", "0"), _icol(cols, "correlationId", "0"),
+            _icol(cols, "nameId")], S.RUNTIME, names)
     _int(df, ["start_ns", "end_ns", "event_class", "global_tid", "corr_id"])
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
@@ -276,10 +323,11 @@ def _load_gpu_ops(conn, tables, table: str, extra: list[tuple[str, str, str]]) -
     if cols is None:
         df = _query(conn, "SELECT 1 WHERE 0", names)
     else:
-        parts = [_col(cols, "deviceId", "d", "0"), _col(cols, "streamId", "s", "0"),
-                 _col(cols, "correlationId", "k", "0"), _col(cols, "globalPid", "g", "0")]
-        parts += [_col(cols, src, f"x{i}", default) for i, (src, _, default) in enumerate(extra)]
-        df = _query(conn, 'SELECT start, "end", ' + ", ".join(parts) + f' FROM "{table}"', names)
+        parts = [_icol(cols, "start"), _icol(cols, "end"), _icol(cols, "deviceId", "0"),
+                 _icol(cols, "streamId", "0"), _icol(cols, "correlationId", "0"),
+                 _icol(cols, "globalPid", "0")]
+        parts += [_icol(cols, src, default) for src, _, default in extra]
+        df = _query_ints(conn, parts, table, names)
     _int(df, base)
     df["pid"] = _pid_from_global(df["global_pid"])
     df = df.drop(columns=["global_pid"])

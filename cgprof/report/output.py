@@ -9,8 +9,15 @@ from pathlib import Path
 from cgprof.errors import CgprofError, OutputExistsError
 
 
+def _special(path: Path) -> bool:
+    """/dev/null, /dev/stdout, a named pipe: written in place, never replaced."""
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
 def check_writable(path: Path, force: bool) -> None:
     """Refuse before any work is done if ``path`` exists (without force) or cannot be made."""
+    if _special(path):
+        return
     if path.exists() and not force:
         raise OutputExistsError(path)
     if path.is_dir():
@@ -23,6 +30,10 @@ def check_writable(path: Path, force: bool) -> None:
 def write_atomic(path: Path, text: str, force: bool) -> None:
     """Write to a temporary file beside ``path`` and rename it into place."""
     check_writable(path, force)
+    if _special(path):
+        with path.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     parent = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     try:
