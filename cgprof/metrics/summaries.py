@@ -3,7 +3,8 @@
 * :func:`kernel_summary` matches ``nsys stats -r cuda_gpu_kern_sum`` (demangled names),
 * :func:`api_summary` matches ``cuda_api_sum`` (names as nsys shows them, every RUNTIME row,
   as nsys's own query counts them),
-* :func:`nvtx_summary` matches ``nvtx_sum`` (ranges by "domain:text" and style).
+* :func:`nvtx_summary` matches ``nvtx_sum`` (ranges by "domain:text" and style; nsys writes
+  the default domain's ranges as ":text", and so does cgprof here).
 
 Columns of each: name, instances (or calls), total_ns, avg_ns, med_ns, min_ns, max_ns,
 std_ns (sample standard deviation, as nsys). Totals and extremes are exact integers.
@@ -55,5 +56,8 @@ def nvtx_ranges(trace: Trace) -> pd.DataFrame:
 
 def nvtx_summary(trace: Trace) -> pd.DataFrame:
     """Range instances and host time per name and style (``nvtx_sum``)."""
-    ranges = nvtx_ranges(trace)[["name", "style", "dur_ns"]]
+    ranges = nvtx_ranges(trace)
+    ranges = pd.DataFrame({
+        "name": ranges["domain"].astype(str) + ":" + ranges["text"].fillna("").astype(str),
+        "style": ranges["style"], "dur_ns": ranges["dur_ns"]})
     return _stats(ranges, ["name", "style"], "instances")
