@@ -64,7 +64,7 @@ NSYS_GLOBS: tuple[str, ...] = (
 #: readable for anyone querying it by hand. Exact names are listed without anchors so the
 #: pattern selects the same tables whether nsys matches it against the whole table name
 #: or searches within it.
-EXPORT_TABLES: tuple[str, ...] = (*TABLES_READ, "ENUM_.*")
+EXPORT_TABLES: tuple[str, ...] = (*TABLES_READ, "ENUM_")
 
 _OUTPUT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdstrm")
 
@@ -340,8 +340,14 @@ def build_profile_argv(
 
 
 def export_tables_pattern(tables: Sequence[str] = EXPORT_TABLES) -> str:
-    """The ``nsys export --tables`` value: one regular expression, alternatives joined by ``|``."""
-    return "|".join(tables)
+    """The ``nsys export --tables`` value.
+
+    nsys 2025.3's ``export --help``: "Value is a comma-separated list of search patterns (no
+    spaces)". A ``|``-joined regular expression matched no table there (the export came out
+    unusable), so the names are joined with commas; ``ENUM_`` selects the lookup tables whether
+    a pattern is matched as a substring or as a regular expression.
+    """
+    return ",".join(tables)
 
 
 def build_export_argv(

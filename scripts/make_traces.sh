@@ -43,7 +43,7 @@ NSYS=$(python3 -c 'from cgprof.record import find_nsys; print(find_nsys())') \
   || die "nsys not found; source .device-kit/setup-on-device.sh first, or set CGPROF_NSYS"
 echo "make_traces: nsys is $NSYS"
 echo "make_traces: does this nsys's export filter tables?"
-"$NSYS" export --help 2>&1 | grep -i -A3 -- '--tables' || echo "  (no --tables in nsys export --help)"
+"$NSYS" export --help 2>&1 | grep -i -A8 -- '--tables' || echo "  (no --tables in nsys export --help)"
 
 mkdir -p traces
 {

@@ -174,8 +174,8 @@ def test_export_argv():
     assert build_export_argv("nsys", "a.nsys-rep", ".a.tmp.sqlite") == [
         "nsys", "export", "--type=sqlite", "--output=.a.tmp.sqlite", "--force-overwrite=true",
         "a.nsys-rep"]
-    argv = build_export_argv("nsys", "a.nsys-rep", "o.sqlite", ["StringIds", "ENUM_.*"])
-    assert argv[-2:] == ["--tables=StringIds|ENUM_.*", "a.nsys-rep"]
+    argv = build_export_argv("nsys", "a.nsys-rep", "o.sqlite", ["StringIds", "ENUM_"])
+    assert argv[-2:] == ["--tables=StringIds,ENUM_", "a.nsys-rep"]
     assert "StringIds" in EXPORT_TABLES and "NVTX_EVENTS" in EXPORT_TABLES
 
 
