@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 import types
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ import pandas as pd
 from cgprof.errors import AnalysisError, CgprofError
 from cgprof.metrics import AnalysisResult
 from cgprof.metrics.launches import FAMILIES, api_calls
+from cgprof.trace import Trace
 
 __all__ = [
     "DiffResult", "RunView", "diff", "view", "parse_steps", "parse_labels", "parse_modes",
@@ -299,6 +301,24 @@ def _assign(starts: np.ndarray, ext_cummax: np.ndarray, t: np.ndarray) -> np.nda
     return np.where(ok, j, -1)
 
 
+_CALLS: dict[int, tuple[weakref.ref, pd.DataFrame]] = {}
+
+
+def cached_api_calls(trace: Trace) -> pd.DataFrame:
+    """:func:`cgprof.metrics.launches.api_calls` of ``trace``, computed once per trace object.
+
+    Several windows of one trace (and its timeline) need the calls with their launch family;
+    on a trace with a million calls classifying them takes about a second each time."""
+    hit = _CALLS.get(id(trace))
+    if hit is not None and hit[0]() is trace:
+        return hit[1]
+    for key in [k for k, (ref, _) in _CALLS.items() if ref() is None]:
+        del _CALLS[key]
+    calls = api_calls(trace)
+    _CALLS[id(trace)] = (weakref.ref(trace), calls)
+    return calls
+
+
 def view(
     result: AnalysisResult,
     label: str = "run",
@@ -363,9 +383,11 @@ def view(
     kern = kern[kern["step"].isin(visible_steps)]
     n_vis = len(visible_steps)
     if len(kern):
-        g = kern.assign(name=kern["name"].astype(str)).groupby("name", sort=True)["dur_ns"]
+        g = kern.groupby("name", sort=False, observed=True)["dur_ns"]
         kt = g.agg(["size", "sum"]).reset_index()
         kt.columns = ["name", "instances", "total_ns"]
+        kt["name"] = kt["name"].astype(str)
+        kt = kt.groupby("name", sort=True, as_index=False).sum()  # categories may repeat
         kt["per_step"] = kt["instances"] / n_vis
         kt["avg_ns"] = kt["total_ns"] / kt["instances"]
         kt = kt.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
@@ -377,17 +399,16 @@ def view(
                            "total_ns": pd.Series(dtype="int64"),
                            "avg_ns": pd.Series(dtype="float64")})
 
-    calls = api_calls(result.trace)
+    calls = cached_api_calls(result.trace)
     calls = calls[~calls["in_capture"]][["pid", "corr_id", "family", "dur_ns"]].merge(
         in_window, on=["pid", "corr_id"], how="inner")
     fam_rows = []
-    fam = calls["family"].astype(str)
+    per = calls.groupby(calls["family"].astype(object), sort=False)["dur_ns"].agg(["size", "sum"])
     for f in FAMILIES:
-        sub = calls[fam == f]
-        if len(sub):
-            fam_rows.append({"family": f, "calls": int(len(sub)),
-                             "calls_per_step": len(sub) / len(st),
-                             "host_ns": int(sub["dur_ns"].sum())})
+        if f in per.index:
+            n_calls = int(per.at[f, "size"])
+            fam_rows.append({"family": f, "calls": n_calls, "calls_per_step": n_calls / len(st),
+                             "host_ns": int(per.at[f, "sum"])})
     families = pd.DataFrame(fam_rows, columns=["family", "calls", "calls_per_step", "host_ns"])
 
     hist = _gap_hist(wgaps)
@@ -419,7 +440,7 @@ def view(
 
 def _gap_hist(gaps: pd.DataFrame) -> pd.DataFrame:
     edges = np.array(GAP_BIN_EDGES_US, dtype=np.float64)
-    g = gaps[gaps["kind"].astype(str) != "window_edge"]
+    g = gaps[(gaps["kind"] != "window_edge").to_numpy(dtype=bool)]
     v = g["gap_ns"].to_numpy(dtype=np.float64)
     b = np.clip(np.searchsorted(edges, v / 1000.0, "right") - 1, 0, len(edges) - 2)
     count = np.bincount(b, minlength=len(edges) - 1)
