@@ -52,7 +52,9 @@ class StepResult:
                           (a graphed step returns to the host before its replay ends)
             payload       NVTX payload (e.g. the step number); group: innermost enclosing
                           range on the same thread (e.g. "eager")
-            mode          "graph" if the step called a graph launch, else "eager"
+            mode          "capture" (it captured a graph), "warmup" (a cgprof ``warmup``
+                          range encloses or lies inside it), "graph" (it called a graph
+                          launch), else "eager"
             start_ns, end_ns, dur_ns   the host range
             api_calls, kernel_launches, graph_launches, memcpy_calls, sync_calls
                           calls by family (launches during stream capture excluded)
@@ -199,6 +201,9 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
             calls["end_ns"].to_numpy(np.int64), inst["global_tid"].to_numpy(dtype=np.int64),
             inst["start_ns"].to_numpy(np.int64), inst["end_ns"].to_numpy(np.int64))
     c = calls.assign(step=call_step)
+    # Steps that captured a graph (calls made during stream capture, or its begin call).
+    capturing = c[(c["step"] >= 0) & (c["in_capture"] | c["name"].astype(str).str.contains(
+        "StreamBeginCapture", regex=False))]["step"].to_numpy(np.int64)
     c = c[(c["step"] >= 0) & ~c["in_capture"]]
 
     def count(mask: pd.Series) -> np.ndarray:
@@ -209,13 +214,14 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
         return np.bincount(sub["step"].to_numpy(np.int64),
                            weights=sub["dur_ns"].to_numpy(np.float64), minlength=n)[:n]
 
+    groups, warm = _groups(trace, inst) if not whole else ([""] * n, [False] * n)
     fam = c["family"]
     is_launch = fam.isin([L.KERNEL_LAUNCH, L.GRAPH_LAUNCH])
     out = pd.DataFrame({
         "step": idx,
         "index": inst["index"].to_numpy(np.int64),
         "payload": pd.array(inst["payload"], dtype="Int64"),
-        "group": _groups(trace, inst) if not whole else [""] * n,
+        "group": groups,
         "pid": inst["pid"].to_numpy(np.int64),
         "tid": inst["tid"].to_numpy(np.int64),
         "start_ns": inst["start_ns"].to_numpy(np.int64),
@@ -229,7 +235,11 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
         "sync_host_ns": host(fam == L.SYNC).astype(np.int64),
     })
     out["dur_ns"] = out["end_ns"] - out["start_ns"]
-    out["mode"] = np.where(out["graph_launches"] > 0, "graph", "eager")
+    captured = np.zeros(n, dtype=bool)
+    captured[capturing] = True
+    out["mode"] = np.select(
+        [captured, np.asarray(warm, dtype=bool), out["graph_launches"].to_numpy() > 0],
+        ["capture", "warmup", "graph"], default="eager")
 
     # GPU work -> step of its launch call, on (pid, corr_id).
     key = c[["pid", "corr_id", "step"]].drop_duplicates(["pid", "corr_id"])
@@ -267,26 +277,35 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     return out[STEP_COLUMNS], key.reset_index(drop=True)
 
 
-def _groups(trace: Trace, inst: pd.DataFrame) -> list[str]:
-    """Innermost other push/pop range enclosing each step on its thread (e.g. "eager")."""
+def _groups(trace: Trace, inst: pd.DataFrame) -> tuple[list[str], list[bool]]:
+    """Per step: the innermost other push/pop range enclosing it on its thread (e.g. "eager"),
+    and whether a ``warmup`` range of domain ``cgprof`` encloses or lies inside it (the
+    runners' warm-up steps: cgprof.mark's NVTX contract)."""
     ranges = nvtx_ranges(trace)
     ranges = ranges[ranges["event_type"].isin([S.NVTX_PUSHPOP, S.NVTXT_PUSHPOP])]
     step_names = set(inst["name"].astype(str))
     others = ranges[~ranges["name"].astype(str).isin(step_names)]
     result = [""] * len(inst)
+    warm = [False] * len(inst)
     if others.empty:
-        return result
+        return result, warm
     for gtid, steps in inst.groupby("global_tid", sort=False):
         o = others[others["global_tid"] == gtid].sort_values("start_ns", kind="stable")
         if o.empty:
             continue
         os_, oe = o["start_ns"].to_numpy(np.int64), o["end_ns"].to_numpy(np.int64)
         names = o["text"].astype(str).to_numpy()
+        is_warm = ((o["text"] == "warmup") & (o["domain"] == "cgprof")).to_numpy()
         for pos, s, e in zip(steps.index, steps["start_ns"], steps["end_ns"], strict=True):
             j = np.searchsorted(os_, s, "right")
-            # Push/pop ranges nest: walk back to the latest-starting one that still encloses.
+            # Push/pop ranges nest: walk back over the latest-starting ones that enclose.
             for k in range(j - 1, max(j - 64, -1), -1):
                 if oe[k] >= e:
-                    result[pos] = names[k]
-                    break
-    return result
+                    if not result[pos]:
+                        result[pos] = names[k]
+                    warm[pos] = warm[pos] or bool(is_warm[k])
+            # A warm-up range inside the step (graph warm-up iterations on a side stream).
+            inner = np.searchsorted(os_, e, "left")
+            if np.any(is_warm[j:inner] & (oe[j:inner] <= e)):
+                warm[pos] = True
+    return result, warm
