@@ -335,3 +335,19 @@ def test_skip_too_many(db):
     p = db(nvtx=[N(0, 10, "step", domain="cgprof")], runtime=[R(1, 2, LK)])
     with pytest.raises(AnalysisError, match="--skip 1 leaves no steps"):
         cgprof.analyze(p, skip=1)
+
+
+def test_calls_on_threads_without_steps_join_the_step_in_time(db):
+    # PyTorch's autograd thread (tid 2) launches the backward pass inside the main thread's
+    # step; a second process's calls never join this process's steps.
+    p = db(nvtx=[N(0, 1000, "step", domain="cgprof", tid=1),
+                 N(1000, 2000, "step", domain="cgprof", tid=1)],
+           runtime=[R(10, 20, LK, corr=1, tid=1), R(300, 310, LK, corr=2, tid=2),
+                    R(1300, 1310, LK, corr=3, tid=2), R(2500, 2510, LK, corr=4, tid=2),
+                    R(400, 410, LK, corr=5, pid=200)],
+           kernels=[K(100, 110, "fwd", corr=1), K(400, 410, "bwd", corr=2),
+                    K(1400, 1410, "bwd", corr=3), K(2600, 2610, "late", corr=4),
+                    K(500, 510, "other", corr=5, pid=200)])
+    st = cgprof.analyze(p).steps.steps
+    assert st["kernel_launches"].tolist() == [2, 1]
+    assert st["kernels"].tolist() == [2, 1]

@@ -4,10 +4,13 @@ Which range: ``--step NAME[@DOMAIN]``; by default cgprof's own ``step`` range in
 ``cgprof`` when present, else the most frequent repeating range, else the whole trace as one
 step (said plainly in ``StepResult.source``).
 
-Attribution follows what nsys's NVTX projection does: a CUDA API call belongs to a step when it
-lies inside the range on the same thread; GPU work belongs to the step of the call that
-launched it (joined on pid + correlationId), so a graph replay's kernels count for the step
-that called ``cudaGraphLaunch``. It is a sorted sweep, not an SQL range join.
+Attribution starts from what nsys's NVTX projection does: a CUDA API call belongs to a step
+when it lies inside the range on the same thread. Unlike nsys, calls on threads that emit no
+step ranges (PyTorch's autograd threads, which launch the whole backward pass) belong to the
+step of their process that contains them in time; without this a training step would lose its
+backward kernels. GPU work belongs to the step of the call that launched it (joined on pid +
+correlationId), so a graph replay's kernels count for the step that called
+``cudaGraphLaunch``. It is a sorted sweep, not an SQL range join.
 """
 
 from __future__ import annotations
@@ -190,16 +193,38 @@ def _whole_trace_step(trace: Trace, calls: pd.DataFrame, ops: pd.DataFrame) -> p
                          "text": [""], "domain": [""], "name": [""]})
 
 
+def _attribute_calls(calls: pd.DataFrame, inst: pd.DataFrame) -> np.ndarray:
+    """Step index of every API call, or -1.
+
+    A call belongs to the step range that contains it on the same thread. PyTorch runs the
+    backward pass on its own autograd threads, which emit no step ranges: a call on a thread
+    without step ranges belongs to the step of the same process whose range contains it in
+    time (steps of one process do not overlap in practice; if they do, the latest-starting).
+    """
+    c_tid = calls["global_tid"].to_numpy(dtype=np.int64)
+    c_start = calls["start_ns"].to_numpy(np.int64)
+    c_end = calls["end_ns"].to_numpy(np.int64)
+    s_tid = inst["global_tid"].to_numpy(dtype=np.int64)
+    s_start = inst["start_ns"].to_numpy(np.int64)
+    s_end = inst["end_ns"].to_numpy(np.int64)
+    step = assign_to_ranges(c_tid, c_start, c_end, s_tid, s_start, s_end)
+    other_thread = ~np.isin(c_tid, np.unique(s_tid))
+    if other_thread.any():
+        s_pid = inst["pid"].to_numpy(dtype=np.int64)
+        c_pid = calls["pid"].to_numpy(dtype=np.int64)
+        by_time = assign_to_ranges(c_pid[other_thread], c_start[other_thread],
+                                   c_end[other_thread], s_pid, s_start, s_end)
+        step[other_thread] = by_time
+    return step
+
+
 def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     n = len(inst)
     idx = np.arange(n)
     if whole:
         call_step = np.zeros(len(calls), dtype=np.int64)
     else:
-        call_step = assign_to_ranges(
-            calls["global_tid"].to_numpy(dtype=np.int64), calls["start_ns"].to_numpy(np.int64),
-            calls["end_ns"].to_numpy(np.int64), inst["global_tid"].to_numpy(dtype=np.int64),
-            inst["start_ns"].to_numpy(np.int64), inst["end_ns"].to_numpy(np.int64))
+        call_step = _attribute_calls(calls, inst)
     c = calls.assign(step=call_step)
     # Steps that captured a graph (calls made during stream capture, or its begin call).
     capturing = c[(c["step"] >= 0) & (c["in_capture"] | c["name"].astype(str).str.contains(
