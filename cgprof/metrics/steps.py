@@ -199,7 +199,8 @@ def _attribute_calls(calls: pd.DataFrame, inst: pd.DataFrame) -> np.ndarray:
     A call belongs to the step range that contains it on the same thread. PyTorch runs the
     backward pass on its own autograd threads, which emit no step ranges: a call on a thread
     without step ranges belongs to the step of the same process whose range contains it in
-    time (steps of one process do not overlap in practice; if they do, the latest-starting).
+    time, when that process marks steps on one thread only (with several, which step a
+    stray call serves is unknowable, and it stays unattributed).
     """
     c_tid = calls["global_tid"].to_numpy(dtype=np.int64)
     c_start = calls["start_ns"].to_numpy(np.int64)
@@ -208,10 +209,12 @@ def _attribute_calls(calls: pd.DataFrame, inst: pd.DataFrame) -> np.ndarray:
     s_start = inst["start_ns"].to_numpy(np.int64)
     s_end = inst["end_ns"].to_numpy(np.int64)
     step = assign_to_ranges(c_tid, c_start, c_end, s_tid, s_start, s_end)
-    other_thread = ~np.isin(c_tid, np.unique(s_tid))
+    s_pid = inst["pid"].to_numpy(dtype=np.int64)
+    c_pid = calls["pid"].to_numpy(dtype=np.int64)
+    threads_per_pid = pd.Series(s_tid).groupby(s_pid).nunique()
+    single = threads_per_pid.index[threads_per_pid == 1].to_numpy()
+    other_thread = ~np.isin(c_tid, np.unique(s_tid)) & np.isin(c_pid, single)
     if other_thread.any():
-        s_pid = inst["pid"].to_numpy(dtype=np.int64)
-        c_pid = calls["pid"].to_numpy(dtype=np.int64)
         by_time = assign_to_ranges(c_pid[other_thread], c_start[other_thread],
                                    c_end[other_thread], s_pid, s_start, s_end)
         step[other_thread] = by_time
