@@ -50,8 +50,8 @@ MAX_MARKERS = 400  # line charts with more points draw no markers (SVG stays lig
 #: A leading step longer than this many times the window's median is a warm-up outlier: the
 #: timelines open after it, the step chart switches to a log axis, the report says --skip.
 OUTLIER_FACTOR = 5.0
-#: The timelines open on about this many typical (median) steps.
-INITIAL_STEPS = 20
+#: The timelines open on this many steps (past leading warm-up outliers).
+INITIAL_STEPS = 40
 
 #: Baseline, candidate.
 RUN_COLORS = ("#e65100", "#1565c0")
@@ -530,16 +530,11 @@ def _figure_set(
     charts = chart_views or views
     w = draw_window(views, max_events)
     k = initial_step(views, w)
-    # Same width (same us per pixel) in every run; at most INITIAL_STEPS typical steps.
-    spans, typical = [], []
-    for v in views:
-        st = v.steps.iloc[w.first:w.stop]
-        spans.append(float(_us(int(st["extent_end_ns"].max())
-                               - int(v.steps["start_ns"].iloc[k]))))
-        typical.append(float(np.median(st["effective_ns"].to_numpy(np.float64))) / 1000.0)
-    width = max(spans)
-    if max(typical) > 0:
-        width = min(width, INITIAL_STEPS * max(typical))
+    # Same width (same us per pixel) in every run: wide enough for INITIAL_STEPS steps from
+    # window position k in the slower run.
+    last = min(k + INITIAL_STEPS, w.stop)
+    width = max(float(_us(int(v.steps["extent_end_ns"].iloc[k:last].max())
+                          - int(v.steps["start_ns"].iloc[k]))) for v in views)
     figs: dict[str, go.Figure] = {}
     for n, v in enumerate(views):
         figs[TIMELINE_IDS[n]] = timeline(v, w, max_events, x_width_us=width,
