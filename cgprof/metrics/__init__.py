@@ -91,7 +91,9 @@ def analyze(
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
     replays = graph_replays(ops, calls, node_level=node_level)
     say("summarising")
-    v = verdict(steps.steps, replays.summary["api_dur_ns"]["p50"] if len(replays.replays) else None)
+    has_replays = len(replays.replays) > 0
+    v = verdict(steps.steps, replays.summary["api_dur_ns"]["p50"] if has_replays else None,
+                replays.summary["compactness"]["p50"] if has_replays else None)
     window = steps.window()
     info = {
         "path": str(trace.path),

@@ -67,7 +67,8 @@ class StepResult:
             gpu_start_ns, gpu_end_ns, gpu_span_ns   the step's GPU projection
             gpu_busy_ns   union of the step's GPU work; gpu_idle_ns = span - busy
             compactness   busy / span (<NA> when a graph-granularity replay hides it)
-            busy_pct      100 * busy / host duration (above 100 when GPU work outlasts it)
+            busy_pct      100 * busy / effective_ns: how much of the step's cost the GPU
+                          spent working
             launch_wait_ns  GPU idle time before the step's work spent waiting for its launch
                           calls (gaps of kind launch_bound)
             launch_bound  see BUSY_SHARE and WAIT_SHARE
@@ -291,8 +292,8 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
                                      u["span_ns"].fillna(0).to_numpy(np.int64))
     span = out["gpu_span_ns"].astype("Float64")
     out["compactness"] = (out["gpu_busy_ns"] / span.where(span > 0)).astype("Float64")
-    dur = out["dur_ns"].where(out["dur_ns"] > 0)
-    out["busy_pct"] = (100.0 * out["gpu_busy_ns"] / dur).astype("Float64")
+    eff = out["effective_ns"].where(out["effective_ns"] > 0)
+    out["busy_pct"] = (100.0 * out["gpu_busy_ns"] / eff).astype("Float64")
     # Graph-granularity rows hide the replay's inside: its kernels and gaps are unknown.
     hidden = np.bincount(w.loc[w["kind"] == "graph", "step"].to_numpy(np.int64),
                          minlength=n)[:n] > 0

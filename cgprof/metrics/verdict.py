@@ -39,6 +39,8 @@ class Verdict:
     eager_launches_per_step: float | None = None
     graph_launches_per_step: float | None = None
     eager_busy_pct_p50: float | None = None
+    graph_busy_pct_p50: float | None = None
+    replay_compactness_p50: float | None = None
     estimated_graph_step_ns: float | None = None
     estimated_speedup: float | None = None
     assumptions: dict[str, float] = field(default_factory=dict)
@@ -51,10 +53,23 @@ def _p50(s: pd.Series) -> float | None:
 
 
 def _us(ns: float | None) -> str:
-    return "n/a" if ns is None else f"{ns / 1000:.1f} us"
+    if ns is None:
+        return "n/a"
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1000:.1f} us"
 
 
-def verdict(steps: pd.DataFrame, graph_launch_p50_ns: float | None) -> Verdict:
+def _calls(n: float | None) -> str:
+    n = n or 0
+    return f"{n:.0f} launch call{'' if round(n) == 1 else 's'}"
+
+
+def verdict(
+    steps: pd.DataFrame,
+    graph_launch_p50_ns: float | None,
+    replay_compactness_p50: float | None = None,
+) -> Verdict:
     """Summarise per-step results into a verdict (see module doc for the estimate)."""
     if steps.empty:
         return Verdict(kind="no steps", lines=["no steps to judge"])
@@ -69,6 +84,8 @@ def verdict(steps: pd.DataFrame, graph_launch_p50_ns: float | None) -> Verdict:
     v.eager_launches_per_step = _p50(launches[eager.index])
     v.graph_launches_per_step = _p50(launches[graph.index])
     v.eager_busy_pct_p50 = _p50(eager["busy_pct"].astype("float64"))
+    v.graph_busy_pct_p50 = _p50(graph["busy_pct"].astype("float64"))
+    v.replay_compactness_p50 = replay_compactness_p50
     if v.eager_step_p50_ns and v.graph_step_p50_ns:
         v.measured_speedup = v.eager_step_p50_ns / v.graph_step_p50_ns
 
@@ -89,22 +106,28 @@ def verdict(steps: pd.DataFrame, graph_launch_p50_ns: float | None) -> Verdict:
         lb = v.launch_bound_steps
         v.kind = "launch-bound" if lb * 2 > len(eager) else "not launch-bound"
         lines.append(
-            f"eager steps: {v.kind} ({lb} of {len(eager)} steps); step p50 "
+            f"eager steps: {v.kind} ({lb} of {len(eager)} steps): step p50 "
             f"{_us(v.eager_step_p50_ns)}, GPU busy {v.eager_busy_pct_p50 or 0:.0f}% of it, "
-            f"{v.eager_launches_per_step or 0:.0f} launch calls per step")
+            f"{_calls(v.eager_launches_per_step)} per step")
         lines.append(
             f"if graphed (estimate): ~{_us(v.estimated_graph_step_ns)} per step, "
             f"~{v.estimated_speedup or 0:.1f}x")
     if len(graph):
         if not len(eager):
             v.kind = "graphed"
+        compact = ("" if replay_compactness_p50 is None
+                   else f", replay compactness {replay_compactness_p50:.3f}")
         lines.append(
-            f"graphed steps: {len(graph)}; step p50 {_us(v.graph_step_p50_ns)}, "
-            f"{v.graph_launches_per_step or 0:.0f} launch call(s) per step")
+            f"graphed steps: {len(graph)}: step p50 {_us(v.graph_step_p50_ns)}, GPU busy "
+            f"{v.graph_busy_pct_p50 or 0:.0f}% of it, {_calls(v.graph_launches_per_step)} "
+            f"per step{compact}")
     if v.measured_speedup is not None:
         lines.append(
             f"measured: eager {_us(v.eager_step_p50_ns)} -> graphed {_us(v.graph_step_p50_ns)} "
             f"per step ({v.measured_speedup:.1f}x), launch calls per step "
             f"{v.eager_launches_per_step:.0f} -> {v.graph_launches_per_step:.0f}")
+    if not lines:
+        v.kind = "no steps"
+        lines.append("only warm-up and capture steps: nothing steady to judge (see --skip)")
     v.lines = lines
     return v
