@@ -9,6 +9,7 @@ looks idle.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
@@ -30,30 +31,22 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
     in_graph (run as part of a graph replay) is_input_copy (a host-to-device copy). Sorted by
     (start_ns, end_ns); the index is a stable op id.
     """
+    k, m, s, g = trace.kernels, trace.memcpy, trace.memset, trace.graph_trace
+    sources = [
+        (k, KIND_KERNEL, k["graph_node_id"].notna(), False),
+        (m, KIND_MEMCPY, m["graph_node_id"].notna(), m["copy_kind"] == S.MEMCPY_HTOD),
+        (s, KIND_MEMSET, s["graph_node_id"].notna(), False),
+        (g, KIND_GRAPH, True, False),  # a whole replay
+    ]
     parts = []
-    k = trace.kernels
-    parts.append(pd.DataFrame({
-        "start_ns": k["start_ns"], "end_ns": k["end_ns"], "device_id": k["device_id"],
-        "stream_id": k["stream_id"], "pid": k["pid"], "corr_id": k["corr_id"],
-        "kind": KIND_KERNEL, "in_graph": k["graph_node_id"].notna().to_numpy(dtype=bool),
-        "is_input_copy": False}))
-    m = trace.memcpy
-    parts.append(pd.DataFrame({
-        "start_ns": m["start_ns"], "end_ns": m["end_ns"], "device_id": m["device_id"],
-        "stream_id": m["stream_id"], "pid": m["pid"], "corr_id": m["corr_id"],
-        "kind": KIND_MEMCPY, "in_graph": m["graph_node_id"].notna().to_numpy(dtype=bool),
-        "is_input_copy": (m["copy_kind"] == S.MEMCPY_HTOD).to_numpy(dtype=bool)}))
-    s = trace.memset
-    parts.append(pd.DataFrame({
-        "start_ns": s["start_ns"], "end_ns": s["end_ns"], "device_id": s["device_id"],
-        "stream_id": s["stream_id"], "pid": s["pid"], "corr_id": s["corr_id"],
-        "kind": KIND_MEMSET, "in_graph": s["graph_node_id"].notna().to_numpy(dtype=bool),
-        "is_input_copy": False}))
-    g = trace.graph_trace
-    parts.append(pd.DataFrame({
-        "start_ns": g["start_ns"], "end_ns": g["end_ns"], "device_id": g["device_id"],
-        "stream_id": g["stream_id"], "pid": g["pid"], "corr_id": g["corr_id"],
-        "kind": KIND_GRAPH, "in_graph": True, "is_input_copy": False}))
+    for df, kind, in_graph, input_copy in sources:
+        part = df[["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id"]].copy()
+        part["kind"] = kind
+        part["in_graph"] = np.asarray(in_graph, dtype=bool) if not isinstance(
+            in_graph, bool) else in_graph
+        part["is_input_copy"] = np.asarray(input_copy, dtype=bool) if not isinstance(
+            input_copy, bool) else input_copy
+        parts.append(part)
     parts = [p for p in parts if len(p)]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype="bool" if c in ("in_graph", "is_input_copy")
