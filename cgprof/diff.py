@@ -6,9 +6,11 @@ and launch tables, restricted to a *window* of steps and aligned by step positio
 the baseline's window against step i of the candidate's). The report renderers
 (:mod:`cgprof.report.html`, :mod:`cgprof.report.diff_text`) only format a DiffResult.
 
-A window is chosen per run: an optional ``mode`` filter ("eager" or "graph" steps only), then
-a slice ``A:B`` (0-based, B exclusive) of the remaining steps. Two windows of one trace can be
-compared, e.g. the eager and the graphed steps of a trace that holds both::
+A window is chosen per run: a ``mode`` filter, then a slice ``A:B`` (0-based, B exclusive) of
+the remaining steps. By default the filter keeps the steady-state steps (modes "eager" and
+"graph"), leaving out "warmup" and "capture" steps as the analysis verdict does; "all" keeps
+every step, and "eager", "graph", "warmup" or "capture" keeps one kind. Two windows of one
+trace can be compared, e.g. the eager and the graphed steps of a trace that holds both::
 
     r = cgprof.analyze("traces/mlp8_node.sqlite")
     d = cgprof.diff(r, r, labels=("eager", "graph"), modes=("eager", "graph"))
@@ -69,7 +71,9 @@ class RunView:
                 kernels (<NA> when a graph-granularity replay hides them), gpu_ops,
                 gpu_busy_ns, idle_pct (100 * (effective - busy) / effective), compactness
                 (GPU busy / GPU span of the step), graph_replays
-    mode        the step-mode filter applied (None, "eager" or "graph")
+    mode        the step-mode filter asked for (None: steady-state steps, or "all", "eager",
+                "graph", "warmup", "capture")
+    left_out    steps the default filter left out (warm-up and capture steps)
     first, stop the window as a slice of the (mode-filtered) steps
     total_steps steps available before the slice
     gaps        rows of ``result.gaps.gaps`` that start inside a window step's extent, plus
@@ -100,6 +104,7 @@ class RunView:
     hidden_steps: int
     gap_hist: pd.DataFrame
     headline: dict[str, Any]
+    left_out: int = 0
 
     @property
     def start_ns(self) -> int:
@@ -117,7 +122,12 @@ class RunView:
     def describe(self) -> str:
         """"steps 0-19 of 40 (eager only)" for notes and headers."""
         st = self.steps["step"]
-        mode = f", {self.mode} steps only" if self.mode else ""
+        if self.mode and self.mode != "all":
+            mode = f", {self.mode} steps only"
+        elif self.left_out:
+            mode = f", {self.left_out} warm-up/capture steps left out"
+        else:
+            mode = ""
         return (f"steps {int(st.iloc[0])}-{int(st.iloc[-1])} ({len(st)} of "
                 f"{len(self.result.steps.steps)}{mode})")
 
@@ -171,7 +181,7 @@ class DiffResult:
 
         def run(v: RunView) -> dict[str, Any]:
             return {"label": v.label, "path": v.path, "mode": v.mode, "first": v.first,
-                    "stop": v.stop, "total_steps": v.total_steps,
+                    "stop": v.stop, "total_steps": v.total_steps, "left_out": v.left_out,
                     "hidden_steps": v.hidden_steps,
                     "graph_trace_mode": v.result.info["graph_trace_mode"],
                     "step_range": v.result.info["step_range"],
@@ -241,19 +251,22 @@ def parse_labels(text: str | None) -> tuple[str, str] | None:
     return parts[0], parts[1]
 
 
+STEADY_MODES = ("eager", "graph")
+MODES = ("eager", "graph", "warmup", "capture", "all")
+
+
 def parse_modes(text: str | None) -> tuple[str | None, str | None]:
-    """``"eager,graph"`` -> per-run step-mode filters; ``"all"`` keeps every step."""
+    """``"eager,graph"`` -> per-run step-mode filters (see the module doc)."""
     if text is None:
         return None, None
     parts = [p.strip() for p in text.split(",")]
     if len(parts) == 1:
         parts = parts * 2
-    ok = {"eager", "graph", "all"}
-    if len(parts) != 2 or not set(parts) <= ok:
+    if len(parts) != 2 or not set(parts) <= set(MODES):
         raise CgprofError(
-            f"--mode {text!r}: expected eager, graph or all, once or as BASE,CAND "
+            f"--mode {text!r}: expected {', '.join(MODES[:-1])} or all, once or as BASE,CAND "
             f"(e.g. --mode eager,graph)")
-    return tuple(None if p == "all" else p for p in parts)  # type: ignore[return-value]
+    return parts[0], parts[1]
 
 
 # ---------------------------------------------------------------------------------------
@@ -269,7 +282,13 @@ def _window_steps(result: AnalysisResult, label: str, steps: slice | None, mode:
     st = result.steps.steps
     if st.empty:
         raise AnalysisError(f"{label} ({result.info['path']}): no steps to compare")
-    if mode is not None:
+    left_out = 0
+    if mode is None:
+        steady = st[st["mode"].isin(STEADY_MODES)]
+        if len(steady):
+            left_out = len(st) - len(steady)
+            st = steady
+    elif mode != "all":
         st = st[st["mode"] == mode]
         if st.empty:
             have = ", ".join(sorted(set(result.steps.steps["mode"]))) or "none"
@@ -279,11 +298,12 @@ def _window_steps(result: AnalysisResult, label: str, steps: slice | None, mode:
     first, stop, _ = (steps or slice(None)).indices(total)
     sel = st.iloc[first:stop]
     if sel.empty:
-        what = f"{mode} steps" if mode else "steps"
+        what = (f"{mode} steps" if mode and mode != "all" else
+                "steady-state steps" if left_out else "steps")
         raise AnalysisError(
             f"{label} ({result.info['path']}): --steps {_fmt_slice(steps)} selects no steps; "
             f"it has {total} {what} (positions 0-{total - 1})")
-    return sel.reset_index(drop=True), first, first + len(sel), total
+    return sel.reset_index(drop=True), first, first + len(sel), total, left_out
 
 
 def _fmt_slice(s: slice | None) -> str:
@@ -335,7 +355,7 @@ def view(
     the inside of replays), kernels_per_step (median over visible steps, None if all hidden),
     hidden_steps, graph_trace_mode.
     """
-    sel, first, stop, total = _window_steps(result, label, steps, mode)
+    sel, first, stop, total, left_out = _window_steps(result, label, steps, mode)
     st = pd.DataFrame({
         "i": np.arange(len(sel), dtype=np.int64),
         "step": sel["step"].to_numpy(np.int64),
@@ -435,7 +455,8 @@ def view(
     }
     return RunView(label=label, result=result, steps=st, mode=mode, first=first, stop=stop,
                    total_steps=total, gaps=wgaps, replays=rep, families=families, kernels=kt,
-                   hidden_steps=int(hidden.sum()), gap_hist=hist, headline=headline)
+                   hidden_steps=int(hidden.sum()), gap_hist=hist, headline=headline,
+                   left_out=left_out)
 
 
 def _gap_hist(gaps: pd.DataFrame) -> pd.DataFrame:
@@ -463,7 +484,8 @@ def diff(
     """Compare ``candidate`` against ``baseline`` (see :class:`DiffResult`).
 
     steps: one slice for both windows, or (baseline slice, candidate slice). modes: per-run
-    step-mode filter applied before the slice, e.g. ("eager", "graph") to compare the eager
+    step-mode filter applied before the slice (None: the steady-state eager and graph steps;
+    "all", "eager", "graph", "warmup", "capture"), e.g. ("eager", "graph") to compare the eager
     and graphed steps of one trace. Raises AnalysisError when a window holds no steps.
     """
     labels = (str(labels[0]), str(labels[1]))
@@ -648,7 +670,7 @@ def verdict_lines(d: DiffResult) -> list[str]:
                  f"{compactness_text(hb)}")
     lines.append(f"work check: {work_summary(d)}")
     for v in d.views:
-        if v.headline["mode"] == "mixed":
+        if set(v.steps["mode"]) >= set(STEADY_MODES):
             lines.append(f"note: the {v.label} window mixes eager and graphed steps; compare like "
                          f"with like with --mode eager,graph or --steps A:B,C:D")
     return lines

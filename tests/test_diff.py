@@ -216,7 +216,8 @@ def test_parse_options():
     assert parse_labels("eager, graph") == ("eager", "graph")
     assert parse_modes("eager,graph") == ("eager", "graph")
     assert parse_modes("graph") == ("graph", "graph")
-    assert parse_modes("all,graph") == (None, "graph")
+    assert parse_modes("all,graph") == ("all", "graph")
+    assert parse_modes("warmup,capture") == ("warmup", "capture")
     for text, msg in (
         ("5-9", "--steps '5-9': expected A:B (0-based step positions, B exclusive), e.g. "
                 "--steps 0:10, or A:B,C:D for baseline and candidate"),
@@ -229,7 +230,8 @@ def test_parse_options():
         assert str(e.value) == msg
     with pytest.raises(CgprofError, match=r"^--labels 'a': expected two names"):
         parse_labels("a")
-    with pytest.raises(CgprofError, match=r"^--mode 'foo': expected eager, graph or all"):
+    with pytest.raises(CgprofError, match=r"^--mode 'foo': expected eager, graph, warmup, capture "
+                                          r"or all"):
         parse_modes("foo")
 
 
@@ -321,9 +323,15 @@ def test_identity_diff_on_every_trace(path, analysed):
     assert not (set(d.work["status"]) & PROBLEMS)
     assert d.headline["baseline"] == d.headline["candidate"]
     assert (d.steps["delta_ns"] == 0).all()
-    assert len(d.steps) == len(r.steps.steps)
-    # Per-step numbers come straight from the analysis.
-    assert list(d.steps["base_effective_ns"]) == list(r.steps.steps["effective_ns"])
+    # By default the steady-state steps, as the verdict; per-step numbers straight from them.
+    st = r.steps.steps
+    steady = st[st["mode"].isin(["eager", "graph"])]
+    steady = steady if len(steady) else st
+    assert d.baseline.left_out == len(st) - len(steady)
+    assert list(d.steps["base_step"]) == list(steady["step"])
+    assert list(d.steps["base_effective_ns"]) == list(steady["effective_ns"])
+    every = cgprof.diff(r, r, modes=("all", "all"))
+    assert list(every.steps["base_step"]) == list(st["step"])
 
 
 def _pairs() -> list[tuple[Path, Path]]:
@@ -346,7 +354,10 @@ def test_eager_vs_graphed_pairs(pair, analysed):
     ha, hb = d.headline["baseline"], d.headline["candidate"]
     assert hb["launch_calls_per_step"] <= ha["launch_calls_per_step"]
     assert d.headline["speedup"] == pytest.approx(ha["step_p50_ns"] / hb["step_p50_ns"])
-    assert len(d.steps) == max(len(a.steps.steps), len(b.steps.steps))
+    assert (ha["mode"], hb["mode"]) == ("eager", "graph")
+    assert len(d.steps) == max(len(d.baseline.steps), len(d.candidate.steps))
+    # Steady-state steps run the same kernels, eager or replayed (node-granularity traces).
+    assert not (set(d.work["status"]) & {"missing", "extra", "fewer", "more"})
 
 
 # --- the command --------------------------------------------------------------------------------
@@ -395,8 +406,8 @@ def test_cli_json_stdout():
                            "steps (positions 0-39)"),
     (["--labels", "a"], "Error: --labels 'a': expected two names, e.g. --labels eager,graph"),
     (["--labels", "a,a"], "Error: --labels 'a,a': the two labels must differ"),
-    (["--mode", "foo"], "Error: --mode 'foo': expected eager, graph or all, once or as BASE,CAND "
-                        "(e.g. --mode eager,graph)"),
+    (["--mode", "foo"], "Error: --mode 'foo': expected eager, graph, warmup, capture or all, once "
+                        "or as BASE,CAND (e.g. --mode eager,graph)"),
     (["--step", "nope"], "Error: {a}: no NVTX range 'nope' (ranges in this trace: capture@cgprof, "
                          "eager@cgprof, graph@cgprof, step@cgprof)"),
 ])
@@ -421,3 +432,23 @@ def test_view_columns_documented(eager_vs_graph):
     assert list(v.families.columns) == ["family", "calls", "calls_per_step", "host_ns"]
     assert list(v.kernels.columns) == ["name", "instances", "per_step", "total_ns", "avg_ns"]
     assert isinstance(v.replays, pd.DataFrame)
+
+
+def test_default_window_leaves_out_warmup_steps(make_db):
+    ks, rs, ns = [], [], []
+    for s in range(4):
+        t = 1_000_000 + s * 100_000
+        ns.append(N(t, t + 99_000, "step", domain="cgprof"))
+        rs.append(R(t + 1000, t + 3000, "cudaLaunchKernel_v7000", corr=s + 1))
+        ks.append(K(t + 5000, t + 9000, "gemm", corr=s + 1))
+    ns.append(N(999_000, 1_199_500, "warmup", domain="cgprof"))  # encloses steps 0 and 1
+    r = cgprof.analyze(make_db(kernels=ks, runtime=rs, nvtx=ns, graph_trace_mode="node"))
+    assert list(r.steps.steps["mode"]) == ["warmup", "warmup", "eager", "eager"]
+    d = cgprof.diff(r, r)
+    assert list(d.steps["base_step"]) == [2, 3]
+    assert d.baseline.left_out == 2
+    assert d.baseline.describe() == "steps 2-3 (2 of 4, 2 warm-up/capture steps left out)"
+    cand = cgprof.diff(r, r, modes=("all", "warmup")).steps["cand_step"]
+    assert list(cand.astype(object).fillna(-1)) == [0, 1, -1, -1]
+    with pytest.raises(AnalysisError, match=r"it has 2 steady-state steps \(positions 0-1\)$"):
+        cgprof.diff(r, r, steps=slice(5, 6))

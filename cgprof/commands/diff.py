@@ -27,9 +27,10 @@ from cgprof.errors import CgprofError
               help="Window of steps to compare: positions A to B-1 of the analysed steps "
                    "(after --skip and --mode); C:D gives the candidate its own window.")
 @click.option("--mode", "mode", metavar="MODE[,MODE]",
-              help="Keep only eager or graph steps (all: every step), for both runs or as "
-                   "BASE,CAND; e.g. --mode eager,graph compares the two kinds of step of one "
-                   "trace given twice.")
+              help="Which steps to compare: eager, graph, warmup, capture or all, for both "
+                   "runs or as BASE,CAND [default: the steady-state eager and graph steps]; "
+                   "e.g. --mode eager,graph compares the two kinds of step of one trace given "
+                   "twice.")
 @click.option("--step", "step", metavar="NAME[@DOMAIN]",
               help="NVTX range that marks one step (default: step@cgprof, else the most "
                    "frequent repeating range).")
