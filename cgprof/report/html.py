@@ -210,7 +210,8 @@ def _controls(views: tuple[RunView, ...], w: F.DrawWindow) -> str:
             f'{"".join(opts)}</select></label><button id="cgprof-reset" type="button">'
             f'Show all drawn steps</button><span class="hint">Drag to zoom, shift-drag to '
             f'pan, double-click to reset{follow}. Hover a bar for name, start, duration, '
-            f'stream and correlation id.</span></div>')
+            f'stream and correlation id. Zoomed out, a bar narrower than a pixel still takes '
+            f'one: zoom in to see the gaps between kernels.</span></div>')
 
 
 def _notes(views: tuple[RunView, ...], w: F.DrawWindow) -> str:
