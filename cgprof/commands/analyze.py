@@ -41,9 +41,14 @@ def _clear(say) -> None:
               help="Write every table as JSON to PATH ('-' for stdout, replacing the summary).")
 @click.option("--html", "html_out", type=click.Path(path_type=Path), metavar="PATH",
               help="Write an interactive single-file HTML report (one trace only).")
+@click.option("--steps", "steps_window", metavar="A:B",
+              help="With --html: draw the timeline for steps A to B-1 (0-based).")
+@click.option("--max-events", type=click.IntRange(min=100), default=None,
+              help="With --html: most events drawn per timeline (default 20000).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
-def command(traces, step, skip, min_gap_us, json_out, html_out, force, quiet) -> None:
+def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, max_events, force,
+            quiet) -> None:
     """Analyse one or more nsys SQLite exports (`nsys export --type sqlite`)."""
     from cgprof.metrics import analyze
     from cgprof.report import json_report, text
@@ -52,6 +57,13 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, force, quiet) ->
     try:
         if html_out is not None and len(traces) != 1:
             raise CgprofError("--html takes one trace; use `cgprof diff A B` to compare two")
+        if html_out is None and (steps_window is not None or max_events is not None):
+            raise CgprofError("--steps and --max-events shape the --html report; add --html PATH")
+        window = None
+        if steps_window is not None:
+            from cgprof.diff import parse_steps
+
+            window = parse_steps(steps_window)[0]
         outputs = [p for p in (None if json_out in (None, "-") else Path(json_out), html_out)
                    if p is not None]
         for p in outputs:
@@ -74,7 +86,11 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, force, quiet) ->
         if html_out is not None:
             from cgprof.report import html
 
-            write_atomic(html_out, html.render_single(results[0]), force)
+            from cgprof.report import figures
+
+            page = html.render_single(results[0], max_events=max_events or
+                                      figures.DEFAULT_MAX_EVENTS, steps=window)
+            write_atomic(html_out, page, force)
             click.echo(f"wrote {html_out}")
     except OutputExistsError as exc:
         raise click.ClickException(str(exc)) from None
