@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SAMPLES
 
 import cgprof
 from cgprof.report import html as H
@@ -75,7 +76,7 @@ def assert_clean(check: dict, console: list[str], figures: int) -> None:
 
 @pytest.fixture(scope="module")
 def node():
-    return cgprof.analyze(TRACES / "mlp8_node.sqlite")
+    return cgprof.analyze(SAMPLES / "mlp8_node.sqlite")
 
 
 def test_diff_report(tmp_path, node):
@@ -95,7 +96,7 @@ def test_diff_report(tmp_path, node):
 
 
 def test_diff_report_node_vs_graph_granularity(tmp_path, node):
-    g = cgprof.analyze(TRACES / "mlp8_graph.sqlite")
+    g = cgprof.analyze(SAMPLES / "mlp8_graph.sqlite")
     d = cgprof.diff(node, g, labels=("eager", "graph"), modes=("eager", "graph"))
     page = tmp_path / "diff2.html"
     page.write_text(H.render_diff(d), encoding="utf-8")

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import SAMPLES
 from nsysdb import K, N, R
 
 import cgprof
@@ -31,12 +32,12 @@ PROBLEMS = {"missing", "extra", "fewer", "more", "slower"}
 
 @pytest.fixture(scope="module")
 def node():
-    return cgprof.analyze(TRACES / "mlp8_node.sqlite")
+    return cgprof.analyze(SAMPLES / "mlp8_node.sqlite")
 
 
 @pytest.fixture(scope="module")
 def graph():
-    return cgprof.analyze(TRACES / "mlp8_graph.sqlite")
+    return cgprof.analyze(SAMPLES / "mlp8_graph.sqlite")
 
 
 @pytest.fixture(scope="module")
@@ -368,7 +369,7 @@ def _run(*args: str):
 
 
 def test_cli_table_and_outputs(tmp_path):
-    node_path = str(TRACES / "mlp8_node.sqlite")
+    node_path = str(SAMPLES / "mlp8_node.sqlite")
     js, page = tmp_path / "d.json", tmp_path / "d.html"
     res = _run(node_path, node_path, "--mode", "eager,graph", "--json", str(js), "-o", str(page))
     assert res.exit_code == 0, res.output
@@ -391,8 +392,8 @@ def test_cli_table_and_outputs(tmp_path):
 
 
 def test_cli_json_stdout():
-    node_path = str(TRACES / "mlp8_node.sqlite")
-    res = _run(node_path, str(TRACES / "mlp8_graph.sqlite"), "--json", "-", "--steps", "0:2")
+    node_path = str(SAMPLES / "mlp8_node.sqlite")
+    res = _run(node_path, str(SAMPLES / "mlp8_graph.sqlite"), "--json", "-", "--steps", "0:2")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert doc["labels"] == ["baseline", "candidate"]
@@ -412,14 +413,14 @@ def test_cli_json_stdout():
                          "eager@cgprof, graph@cgprof, step@cgprof)"),
 ])
 def test_cli_errors_are_one_line(args, message):
-    a, b = str(TRACES / "mlp8_node.sqlite"), str(TRACES / "mlp8_graph.sqlite")
+    a, b = str(SAMPLES / "mlp8_node.sqlite"), str(SAMPLES / "mlp8_graph.sqlite")
     res = _run(a, b, *args)
     assert res.exit_code == 1
     assert res.output == message.format(a=a) + "\n"
 
 
 def test_cli_missing_trace(tmp_path):
-    res = _run(str(tmp_path / "nope.sqlite"), str(TRACES / "mlp8_graph.sqlite"))
+    res = _run(str(tmp_path / "nope.sqlite"), str(SAMPLES / "mlp8_graph.sqlite"))
     assert res.exit_code == 1
     assert res.output == f"Error: {tmp_path / 'nope.sqlite'}: no such file\n"
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+from conftest import SAMPLES
 
 import cgprof
 from cgprof.diff import view
@@ -17,12 +18,12 @@ TRACES = Path(__file__).resolve().parents[1] / "traces"
 
 @pytest.fixture(scope="module")
 def node():
-    return cgprof.analyze(TRACES / "mlp8_node.sqlite")
+    return cgprof.analyze(SAMPLES / "mlp8_node.sqlite")
 
 
 @pytest.fixture(scope="module")
 def graph():
-    return cgprof.analyze(TRACES / "mlp8_graph.sqlite")
+    return cgprof.analyze(SAMPLES / "mlp8_graph.sqlite")
 
 
 @pytest.fixture(scope="module")

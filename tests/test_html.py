@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import SAMPLES
 from nsysdb import K, N, R
 from plotly.offline import get_plotlyjs
 
@@ -39,7 +40,7 @@ def evil_trace(make_db, steps: int = 3) -> Path:
 
 @pytest.fixture(scope="module")
 def node():
-    return cgprof.analyze(TRACES / "mlp8_node.sqlite")
+    return cgprof.analyze(SAMPLES / "mlp8_node.sqlite")
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +109,8 @@ def test_labels_are_escaped_in_the_page(node):
 
 
 def test_same_inputs_same_bytes():
-    a1, a2 = (cgprof.analyze(TRACES / "mlp8_graph.sqlite") for _ in range(2))
-    n1, n2 = (cgprof.analyze(TRACES / "mlp8_node.sqlite") for _ in range(2))
+    a1, a2 = (cgprof.analyze(SAMPLES / "mlp8_graph.sqlite") for _ in range(2))
+    n1, n2 = (cgprof.analyze(SAMPLES / "mlp8_node.sqlite") for _ in range(2))
     assert H.render_single(a1) == H.render_single(a2)
     assert H.render_diff(cgprof.diff(n1, a1)) == H.render_diff(cgprof.diff(n2, a2))
 
@@ -192,16 +193,16 @@ def test_single_page_mixed_trace(node):
 
 
 def test_single_page_graph_granularity():
-    page = H.render_single(cgprof.analyze(TRACES / "mlp8_graph.sqlite"))
+    page = H.render_single(cgprof.analyze(SAMPLES / "mlp8_graph.sqlite"))
     assert "graph-granularity trace (--cuda-graph-trace=graph): each replay is one bar" in page
     assert "gaps inside" in page
 
 
 def test_analyze_html_command(tmp_path):
     out = tmp_path / "r.html"
-    res = CliRunner().invoke(main, ["analyze", str(TRACES / "mlp8_graph.sqlite"), "--html",
+    res = CliRunner().invoke(main, ["analyze", str(SAMPLES / "mlp8_graph.sqlite"), "--html",
                                     str(out)])
     assert res.exit_code == 0, res.output
     assert res.output.endswith(f"wrote {out}\n")
     page = out.read_text()
-    assert page == H.render_single(cgprof.analyze(TRACES / "mlp8_graph.sqlite"))
+    assert page == H.render_single(cgprof.analyze(SAMPLES / "mlp8_graph.sqlite"))
