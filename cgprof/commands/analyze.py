@@ -84,9 +84,7 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, ma
                 write_atomic(Path(json_out), json_report.render(results), force)
                 click.echo(f"wrote {json_out}")
         if html_out is not None:
-            from cgprof.report import html
-
-            from cgprof.report import figures
+            from cgprof.report import figures, html
 
             page = html.render_single(results[0], max_events=max_events or
                                       figures.DEFAULT_MAX_EVENTS, steps=window)
