@@ -318,7 +318,7 @@ def test_no_runtime_table(db):
     assert r.kernel_summary.iloc[0]["instances"] == 2
 
 
-@pytest.mark.parametrize("variant", ["2021", "2022", "2025"])
+@pytest.mark.parametrize("variant", ["2021", "2022", "2025", "2026"])
 def test_older_export_layouts(db, variant):
     p = db(variant=variant, nvtx=[N(0, 1000, "step", domain="cgprof")],
            runtime=[R(10, 20, LK, corr=1)], kernels=[K(100, 200, "a", corr=1)])
