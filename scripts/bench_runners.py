@@ -3,14 +3,26 @@
 
     python3 scripts/bench_runners.py                 # all workloads, on the GPU
     python3 scripts/bench_runners.py --only mlp-train-b32 --steps 50
+    python3 scripts/bench_runners.py --breakdown     # also: where the MLP step's time goes
 
 Each workload runs eager then graphed in one process from the same seed (cgprof.runners,
 ``mode="both"``), ``--warmup`` untimed steps then ``--steps`` timed ones. Times are host
 wall milliseconds per step (train) or per request (infer), each step ending with
 ``torch.cuda.synchronize()``. ``speedup`` is eager/graph of the mean step time (train) or
-of the p50 latency (infer); ``target`` is the issue's floor for the H200 (null: none) and
-``met`` whether the speedup reached it. PyTorch's default numerics are left alone (TF32 off
-for matmuls, on for cuDNN convolutions). Progress goes to stderr, JSON lines to stdout.
+of the p50 latency (infer); ``target`` is the issue's floor for the H200 (null: none),
+``met`` whether the speedup reached it and ``margin`` speedup/target. Both modes run with
+the runners' settings (fused optimizer, ``cudnn.benchmark``, channels-last ResNet
+inference; each
+line says which took effect). PyTorch's default numerics are left alone (TF32 off for
+matmuls, on for cuDNN convolutions). Progress goes to stderr, JSON lines to stdout.
+
+``--breakdown`` adds diagnostic lines (``"workload": "breakdown"``, no targets): the
+41-layer MLP's training step, graphed and eager, with the previous runner's choices
+(foreach SGD, a loss copy after each step) and the current ones (fused SGD, loss logged
+inside the graph), and with TF32 matmuls (not used by the runners: a numerics change);
+``replay_gpu_ms`` is the GPU time of one replay (back-to-back replays between two CUDA
+events), ``host_overhead_ms`` what the timed step adds to it (input copies, launch,
+synchronize). One more line times ResNet-18 training with NHWC tensors.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 from cgprof.runners import RunConfig, run_workload
 
@@ -34,8 +47,11 @@ WORKLOADS: dict[str, tuple[str, str, int, bool, float | None]] = {
 }
 
 
-def bench(name: str, steps: int, warmup: int, seed: int) -> dict[str, object]:
-    """Run one workload eager and graphed; return its JSON line as a dict."""
+def bench(name: str, steps: int, warmup: int, seed: int, **settings: Any) -> dict[str, object]:
+    """Run one workload eager and graphed; return its JSON line as a dict.
+
+    ``settings`` override RunConfig fields (``channels_last=True``, ...).
+    """
     task, model, batch, variable, target = WORKLOADS[name]
     cfg = RunConfig(
         task,
@@ -47,6 +63,7 @@ def bench(name: str, steps: int, warmup: int, seed: int) -> dict[str, object]:
         device="cuda",
         seed=seed,
         variable=variable,
+        **settings,
     )
     result = run_workload(cfg)
     eager, graph = result.modes["eager"], result.modes["graph"]
@@ -73,6 +90,10 @@ def bench(name: str, steps: int, warmup: int, seed: int) -> dict[str, object]:
         "speedup_basis": "mean step time" if task == "train" else "p50 latency",
         "target": target,
         "met": None if target is None else speedup >= target,
+        "margin": None if target is None else round(speedup / target, 3),
+        "fused_optimizer": result.fused_optimizer,
+        "cudnn_benchmark": result.cudnn_benchmark,
+        "channels_last": result.channels_last,
         "captures": graph.captures,
         "replays": graph.replays,
         "fallbacks": graph.fallbacks,
@@ -82,6 +103,139 @@ def bench(name: str, steps: int, warmup: int, seed: int) -> dict[str, object]:
         "device_name": result.device_name,
         "torch_version": result.torch_version,
     }
+
+
+def _mlp_mode(
+    mode: str,
+    *,
+    fused: bool,
+    loss_in_graph: bool,
+    steps: int,
+    seed: int,
+    size: str = "full",
+    device: str = "cuda",
+    backend: Any = None,
+) -> dict[str, float]:
+    """Time the MLP training step (batch 32, SGD) in one mode; graph: also one replay's GPU time.
+
+    ``size``, ``device`` and ``backend`` exist for a smoke test on the CPU.
+    """
+    import torch
+    from torch import nn
+
+    from cgprof.runners import graphs, models
+
+    data = models.make_batches(models.spec("mlp", size), 32, 16, seed=seed, device=device)
+    torch.manual_seed(seed)
+    model = models.build_model("mlp", size, seed=seed).to(device)
+    opt = models.make_optimizer("sgd", list(model.parameters()), capturable=True, fused=fused)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    # room for every call and for the raw replays below (they bypass the bounds check)
+    log = torch.zeros(2 * steps + 20, device=device)
+    kept: list[torch.Tensor] = []
+    step: Any
+    if mode == "graph":
+        extra = {"backend": backend} if backend is not None else {}
+        step = graphs.GraphedTrainStep(
+            model, nn.CrossEntropyLoss(), opt, loss_log=log if loss_in_graph else None, **extra
+        )
+    else:
+        step = graphs.EagerTrainStep(model, nn.CrossEntropyLoss(), opt)
+
+    def one(i: int) -> None:
+        loss = step(*data[i % len(data)])
+        if not loss_in_graph:
+            log[i].copy_(loss)  # the previous runner: one copy launch after each step
+        elif mode == "eager":
+            kept.append(loss)
+
+    for i in range(10):  # graph: 3 warm-up steps, the capture, replays
+        one(i)
+    sync()
+    times = []
+    for i in range(10, 10 + steps):
+        t0 = time.perf_counter_ns()
+        one(i)
+        sync()
+        times.append(time.perf_counter_ns() - t0)
+    out: dict[str, float] = {f"{mode}_step_mean_ms": sum(times) / len(times) / 1e6}
+    if mode == "graph":
+        (graph,) = step.graphs.values()
+        if device == "cuda":
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(steps):
+                step.backend.replay(graph)
+            end.record()
+            end.synchronize()
+            replay_ms = start.elapsed_time(end) / steps
+        else:
+            t0 = time.perf_counter_ns()
+            for _ in range(steps):
+                step.backend.replay(graph)
+            replay_ms = (time.perf_counter_ns() - t0) / steps / 1e6
+        out["replay_gpu_ms"] = replay_ms
+        out["host_overhead_ms"] = out["graph_step_mean_ms"] - out["replay_gpu_ms"]
+    return out
+
+
+def _mlp_variant(
+    variant: str, *, fused: bool, loss_in_graph: bool, tf32: bool, steps: int, seed: int
+) -> dict[str, object]:
+    """One breakdown line: the MLP training step graphed and eager under one set of choices."""
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        times: dict[str, float] = {}
+        for mode in ("eager", "graph"):
+            times.update(
+                _mlp_mode(mode, fused=fused, loss_in_graph=loss_in_graph, steps=steps, seed=seed)
+            )
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+    out: dict[str, object] = {"workload": "breakdown", "model": "mlp", "task": "train"}
+    out.update(variant=variant, fused_sgd=fused, loss_in_graph=loss_in_graph, tf32=tf32)
+    out.update({k: round(v, 4) for k, v in times.items()})
+    out["speedup"] = round(times["eager_step_mean_ms"] / times["graph_step_mean_ms"], 3)
+    return out
+
+
+def breakdown(steps: int, warmup: int, seed: int) -> list[dict[str, object]]:
+    """Diagnostic lines: where the graphed MLP step's time goes; ResNet-18 training in NHWC."""
+    lines = [
+        _mlp_variant(
+            "previous runner: foreach SGD, loss copied after each step",
+            fused=False,
+            loss_in_graph=False,
+            tf32=False,
+            steps=steps,
+            seed=seed,
+        ),
+        _mlp_variant(
+            "current runner: fused SGD, loss logged inside the graph",
+            fused=True,
+            loss_in_graph=True,
+            tf32=False,
+            steps=steps,
+            seed=seed,
+        ),
+        _mlp_variant(
+            "current runner + TF32 matmuls (diagnostic only: changes numerics)",
+            fused=True,
+            loss_in_graph=True,
+            tf32=True,
+            steps=steps,
+            seed=seed,
+        ),
+    ]
+    nhwc = bench("resnet18-train-b16", steps, warmup, seed, channels_last=True)
+    nhwc["workload"] = "breakdown"
+    nhwc["variant"] = "resnet18-train-b16 with NHWC tensors (channels_last=True)"
+    lines.append(nhwc)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(WORKLOADS),
         help="run only this workload (repeatable)",
     )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also print diagnostic lines: where the graphed MLP step's time goes",
+    )
     args = parser.parse_args(argv)
     failed = False
     for name in args.only or list(WORKLOADS):
@@ -106,6 +265,15 @@ def main(argv: list[str] | None = None) -> int:
             line = {"workload": name, "error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(line), flush=True)
         print(f"{name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    if args.breakdown:
+        t0 = time.perf_counter()
+        try:
+            for extra in breakdown(min(args.steps, 100), args.warmup, args.seed):
+                print(json.dumps(extra), flush=True)
+        except Exception as exc:
+            failed = True
+            print(json.dumps({"workload": "breakdown", "error": f"{type(exc).__name__}: {exc}"}))
+        print(f"breakdown: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     return 1 if failed else 0
 
 

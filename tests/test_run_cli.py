@@ -41,6 +41,9 @@ def test_help_lists_the_options_without_importing_torch():
         "--optimizer",
         "--variable",
         "--size",
+        "--fused-optimizer / --foreach-optimizer",
+        "--cudnn-benchmark / --no-cudnn-benchmark",
+        "--channels-last / --no-channels-last",
     ):
         assert flag in proc.stdout
 

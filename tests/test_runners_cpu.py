@@ -156,6 +156,9 @@ def test_run_result_json_payload():
     assert payload["loss_max_rel_diff"] == pytest.approx(1e-5)
     assert payload["modes"]["graph"]["replays"] == 116
     assert payload["capturable_eager"] is False
+    # which of the runners' CUDA settings took effect (none on this CPU-built result)
+    flags = ("fused_optimizer", "cudnn_benchmark", "channels_last")
+    assert [payload[k] for k in flags] == [False, False, False]
     assert list(payload) == sorted(payload)
 
 
@@ -195,6 +198,10 @@ def test_config_defaults_follow_the_device():
     )
     on_cpu = RunConfig("infer", "transformer").resolved(cuda_available=False)
     assert (on_cpu.device, on_cpu.mode, on_cpu.batch, on_cpu.optimizer) == ("cpu", "eager", 1, None)
+    # channels-last: inference only, unless asked
+    assert (on_gpu.channels_last, on_cpu.channels_last) == (False, True)
+    forced = RunConfig("train", "resnet18", channels_last=True).resolved(cuda_available=True)
+    assert forced.channels_last is True
     with pytest.raises(RunnerError, match="torch sees none here"):
         RunConfig("train", "mlp", mode="graph").resolved(cuda_available=False)
     with pytest.raises(RunnerError, match=r"torch.cuda.is_available\(\) is False"):
@@ -299,6 +306,110 @@ def _train_parts(name: str = "mlp", seed: int = 0):
     opt = models.make_optimizer("sgd", list(model.parameters()), capturable=False)
     batches = models.make_batches(models.spec(name, "tiny"), 4, 8, seed=seed, device="cpu")
     return model, opt, batches
+
+
+def test_make_optimizer_fused_and_foreach():
+    params = list(models.build_model("mlp", "tiny").parameters())
+    sgd = models.make_optimizer("sgd", params, capturable=False, fused=True)
+    assert (sgd.defaults["fused"], sgd.defaults["momentum"], sgd.defaults["lr"]) == (
+        True,
+        0.9,
+        0.01,
+    )
+    assert models.make_optimizer("sgd", params, capturable=False).defaults["fused"] is None
+    adamw = models.make_optimizer("adamw", params, capturable=True, fused=True)
+    assert (adamw.defaults["fused"], adamw.defaults["capturable"]) == (True, True)
+
+
+def test_cpu_runs_apply_no_cuda_settings():
+    result = run_workload(tiny("train", "resnet18", mode="eager", steps=1, warmup=0))
+    assert (result.fused_optimizer, result.cudnn_benchmark, result.channels_last) == (
+        False,
+        False,
+        False,
+    )
+
+
+def test_loss_log_is_written_by_every_call():
+    model, opt, batches = _train_parts()
+    log = torch.full((8,), -1.0)
+    step = graphs.GraphedTrainStep(
+        model, nn.CrossEntropyLoss(), opt, warmup_iters=2, backend=SimulatedBackend(), loss_log=log
+    )
+    # 2 eager warm-up calls, the capture (which ran the step), 3 replays
+    returned = [step(x, y).item() for x, y in batches[:6]]
+    assert log[:6].tolist() == returned
+    assert log[6:].tolist() == [-1.0, -1.0]
+    assert (step.stats.warmup_calls, step.stats.captures, step.stats.replays) == (2, 1, 3)
+    step(*batches[6])
+    step(*batches[7])
+    with pytest.raises(RunnerError) as info:
+        step(*batches[0])
+    assert str(info.value) == (
+        "loss_log is full (8 slots, one per call): pass a longer one, "
+        "or call rewind_loss_log() after reading it"
+    )
+    assert step.stats.calls == 8  # the refused call did nothing
+    step.rewind_loss_log()
+    again = step(*batches[0]).item()
+    assert log[0].item() == again
+
+
+def test_loss_log_must_be_a_1d_float_tensor():
+    model, opt, _ = _train_parts()
+    with pytest.raises(RunnerError) as info:
+        graphs.GraphedTrainStep(
+            model,
+            nn.CrossEntropyLoss(),
+            opt,
+            backend=SimulatedBackend(),
+            loss_log=torch.zeros(4, 2, dtype=torch.int64),
+        )
+    assert str(info.value) == (
+        "loss_log must be a 1-D floating-point tensor on the model's device (cpu); "
+        "got (4, 2) torch.int64 on cpu"
+    )
+
+
+def test_static_buffer_keeps_the_callers_layout():
+    nhwc = torch.randn(4, 3, 8, 8).contiguous(memory_format=torch.channels_last)
+    buf = graphs.static_buffer(nhwc)
+    assert buf.shape == nhwc.shape and buf.stride() == nhwc.stride()
+    assert not buf.is_contiguous() and bool((buf == 0).all())
+    padded = graphs.static_buffer(nhwc[:1], rows=2)
+    assert padded.shape == (2, 3, 8, 8)
+    assert padded.is_contiguous(memory_format=torch.channels_last)
+    assert padded[:1].stride() == nhwc[:1].stride()  # copy_in stays a same-layout copy
+    assert graphs.static_buffer(torch.randn(4, 3, 8, 8)).is_contiguous()
+    assert graphs.static_buffer(torch.randn(5, 16), rows=8).shape == (8, 16)
+    # a non-dense input (a column slice) gets a contiguous buffer
+    assert graphs.static_buffer(torch.randn(4, 32)[:, ::2]).is_contiguous()
+
+
+def test_channels_last_training_copies_in_without_changing_layout():
+    model, opt, _ = _train_parts("resnet18")
+    model = model.to(memory_format=torch.channels_last)
+    ref_model, ref_opt, _ = _train_parts("resnet18")
+    ref_model = ref_model.to(memory_format=torch.channels_last)
+    batches = models.make_batches(
+        models.spec("resnet18", "tiny"),
+        4,
+        5,
+        seed=0,
+        device="cpu",
+        memory_format=torch.channels_last,
+    )
+    x0 = batches[0][0]
+    assert x0.is_contiguous(memory_format=torch.channels_last) and not x0.is_contiguous()
+    step = graphs.GraphedTrainStep(
+        model, nn.CrossEntropyLoss(), opt, warmup_iters=1, backend=SimulatedBackend()
+    )
+    ref = graphs.EagerTrainStep(ref_model, nn.CrossEntropyLoss(), ref_opt)
+    got = [step(x, y).item() for x, y in batches]
+    want = [ref(x, y).item() for x, y in batches]
+    assert got == want
+    entry = next(iter(step._entries.values()))
+    assert entry.static_inputs.stride() == x0.stride()
 
 
 def test_static_buffers_are_filled_with_copy_never_rebound():

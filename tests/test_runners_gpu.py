@@ -32,12 +32,17 @@ def strict_fp32():
 
 
 def _curves(cfg: RunConfig) -> tuple[float, Any]:
+    benchmark_before = torch.backends.cudnn.benchmark
     result = run_workload(cfg)
     eager, graph = result.modes["eager"], result.modes["graph"]
     assert eager.losses is not None and graph.losses is not None
     # the graph really ran: 3 eager warm-up steps, then capture + 17 replays, no fallback
     assert (graph.captures, graph.replays, graph.fallbacks) == (1, 17, 0), graph.fallback_reason
     assert len(set(eager.losses)) > 10  # training moved
+    # the runners' settings took effect for both modes, and cudnn.benchmark was put back
+    assert (result.fused_optimizer, result.cudnn_benchmark) == (True, True)
+    assert result.channels_last is False  # training stays NCHW unless asked (see RunConfig)
+    assert torch.backends.cudnn.benchmark == benchmark_before
     return max_rel_diff(eager.losses, graph.losses), eager
 
 
@@ -66,6 +71,46 @@ def test_same_optimizer_arithmetic_gives_the_same_curve(name, optimizer):
         f"optimizer in both modes ({usual:.2e} with a non-capturable eager optimizer)"
     )
     assert rel <= 1e-4
+
+
+def test_loss_log_is_written_inside_the_replays():
+    torch.manual_seed(0)
+    model = models.build_model("mlp", "tiny").cuda()
+    opt = models.make_optimizer("sgd", list(model.parameters()), capturable=True, fused=True)
+    log = torch.full((10,), -1.0, device="cuda")
+    step = graphs.GraphedTrainStep(model, nn.CrossEntropyLoss(), opt, loss_log=log)
+    batches = models.make_batches(models.spec("mlp", "tiny"), 8, 10, seed=0, device="cuda")
+    returned = [step(x, y).item() for x, y in batches]
+    assert (step.stats.captures, step.stats.replays, step.stats.fallbacks) == (1, 7, 0)
+    assert log.tolist() == returned  # every call, warm-up and replays, in order
+    assert len(set(returned)) == 10
+
+
+def test_channels_last_graph_copies_in_one_memcpy_layout():
+    torch.manual_seed(0)
+    model = models.build_model("resnet18", "tiny").cuda().to(memory_format=torch.channels_last)
+    opt = models.make_optimizer("sgd", list(model.parameters()), capturable=True, fused=True)
+    step = graphs.GraphedTrainStep(model, nn.CrossEntropyLoss(), opt)
+    batches = models.make_batches(
+        models.spec("resnet18", "tiny"),
+        4,
+        6,
+        seed=0,
+        device="cuda",
+        memory_format=torch.channels_last,
+    )
+    for x, y in batches:
+        step(x, y)
+    entry = next(iter(step._entries.values()))
+    assert entry.static_inputs.stride() == batches[0][0].stride()
+    assert step.stats.replays == 3 and step.stats.fallbacks == 0
+    serve = graphs.GraphedInference(model, buckets=[1, 2, 4])
+    x = batches[0][0][:3]
+    out = serve(x).clone()
+    with torch.no_grad():
+        torch.testing.assert_close(out, model.eval()(x), rtol=1e-4, atol=1e-5)
+    (entry,) = serve._entries.values()
+    assert entry.static_inputs.is_contiguous(memory_format=torch.channels_last)
 
 
 def test_dropout_in_replays_draws_like_eager():

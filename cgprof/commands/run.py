@@ -58,6 +58,23 @@ from cgprof.runners.config import DEVICES, MODELS, MODES, OPTIMIZERS, SIZES, TAS
     help="tiny: the same architectures, much smaller (smoke tests).",
 )
 @click.option(
+    "--fused-optimizer/--foreach-optimizer",
+    default=True,
+    show_default=True,
+    help="train on CUDA: PyTorch's fused optimizer kernel, or its foreach default (both modes).",
+)
+@click.option(
+    "--cudnn-benchmark/--no-cudnn-benchmark",
+    default=True,
+    show_default=True,
+    help="On CUDA: let cuDNN time and pick its convolution algorithms (both modes).",
+)
+@click.option(
+    "--channels-last/--no-channels-last",
+    default=None,
+    help="resnet18 on CUDA: NHWC weights and inputs (both modes).  [default: for infer only]",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -77,6 +94,9 @@ def command(
     optimizer: str | None,
     variable: bool,
     size: str,
+    fused_optimizer: bool,
+    cudnn_benchmark: bool,
+    channels_last: bool | None,
     json_path: Path | None,
     force: bool,
 ) -> None:
@@ -100,6 +120,9 @@ def command(
             optimizer=optimizer,
             variable=variable,
             size=size,
+            fused_optimizer=fused_optimizer,
+            cudnn_benchmark=cudnn_benchmark,
+            channels_last=channels_last,
         )
         config.resolved()  # every check that needs no torch, before torch is imported
         if json_path is not None and json_path.exists() and not force:

@@ -57,6 +57,20 @@ class RunConfig:
             numerics: capturable AdamW computes its bias corrections on the device and
             rounds differently (~1e-7), which a chaotic model (the 41-layer MLP) amplifies
             to ~1e-2 in 20 steps. Off for timing: eager users don't pay for capturable.
+            (With ``fused_optimizer`` the AdamW arithmetic is the same either way.)
+        fused_optimizer: train on CUDA: both modes use PyTorch's fused optimizer kernel
+            (``fused=True``) instead of the foreach default; off: foreach in both modes.
+        cudnn_benchmark: on CUDA, both modes run with ``torch.backends.cudnn.benchmark``
+            on (cuDNN times its convolution algorithms once per shape, in the warm-up, and
+            keeps the fastest); the previous setting is restored afterwards. The choice is
+            per process: two separate runs may pick different kernels.
+        channels_last: conv models on CUDA: both modes keep weights and inputs channels-last
+            (NHWC), the layout cuDNN's Hopper kernels compute in, instead of NCHW, which
+            cuDNN converts to and from around convolutions (extra kernels). None (default):
+            for inference only. In training, NHWC batch norm runs cuDNN's persistent kernels,
+            each after a small memset that cuDNN issues; in a graph replay every such memset
+            node costs ~4 us of dependency latency (ResNet-18: 48 memsets, replay compactness
+            0.85 against 0.92 in NCHW), although the step is faster (see docs/runners.md).
     """
 
     task: str
@@ -72,6 +86,9 @@ class RunConfig:
     size: str = "full"
     graph_warmup_iters: int = 3
     capturable_eager: bool = False
+    fused_optimizer: bool = True
+    cudnn_benchmark: bool = True
+    channels_last: bool | None = None
 
     def resolved(
         self, cuda_available: bool | None = None, *, allow_cpu_graphs: bool = False
@@ -136,7 +153,17 @@ class RunConfig:
         optimizer = self.optimizer
         if optimizer is None and self.task == "train":
             optimizer = DEFAULT_OPTIMIZER[self.model]
-        return dataclasses.replace(self, mode=mode, device=device, batch=batch, optimizer=optimizer)
+        channels_last = self.channels_last
+        if channels_last is None:
+            channels_last = self.task == "infer"
+        return dataclasses.replace(
+            self,
+            mode=mode,
+            device=device,
+            batch=batch,
+            optimizer=optimizer,
+            channels_last=channels_last,
+        )
 
     @property
     def modes(self) -> tuple[str, ...]:

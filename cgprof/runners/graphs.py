@@ -243,6 +243,25 @@ def bucket_for(batch: int, buckets: Sequence[int]) -> int | None:
     return buckets[i] if i < len(buckets) else None
 
 
+def static_buffer(like: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """A zeroed tensor shaped like ``like`` (with ``rows`` rows if given), in its memory format.
+
+    A channels-last (NHWC) caller keeps its layout: ``copy_in`` is then one plain
+    device-to-device memcpy (same strides on both sides) and the graph is captured on the
+    layout eager runs see. A contiguous (NCHW) buffer would turn the copy into a
+    transposing kernel and make cuDNN convert the layout back inside every replay.
+    """
+    shape = (int(like.shape[0]) if rows is None else rows, *like.shape[1:])
+    fmt = torch.contiguous_format
+    if (
+        like.dim() == 4
+        and not like.is_contiguous()
+        and like.is_contiguous(memory_format=torch.channels_last)
+    ):
+        fmt = torch.channels_last
+    return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=fmt).zero_()
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
@@ -414,6 +433,14 @@ class GraphedTrainStep(_GraphCache):
             fewer calls than this per capture.
         backend: how to capture; default :class:`CudaGraphBackend` on the model's device.
         pool: a ``torch.cuda.graph_pool_handle()`` to share with other graphs of this model.
+        loss_log: optional 1-D float tensor on the model's device; call ``k`` (counting
+            from 0, warm-up and fallback calls included) writes its loss into
+            ``loss_log[k]``. The write and the advance of a device-side slot counter are
+            part of the captured step, so a replayed step logs its loss with no extra
+            launch and no host sync, and nothing but the input copies runs between
+            replays; read the curve once at the end (``loss_log.tolist()``). A call past
+            the last slot raises :class:`~cgprof.errors.RunnerError` before doing
+            anything; :meth:`rewind_loss_log` starts again at slot 0.
 
     Shapes are matched exactly: padding a training batch would change the loss, so there
     is no bucketing here. The learning rate, if a Python float, is baked into the graph.
@@ -430,6 +457,7 @@ class GraphedTrainStep(_GraphCache):
         min_calls_per_capture: int = 20,
         backend: CaptureBackend | None = None,
         pool: Any = None,
+        loss_log: torch.Tensor | None = None,
     ) -> None:
         if warmup_iters < 1:
             raise RunnerError(
@@ -437,6 +465,13 @@ class GraphedTrainStep(_GraphCache):
                 "lazily created buffers must exist before capture"
             )
         device = next(model.parameters()).device
+        if loss_log is not None and (
+            loss_log.dim() != 1 or not loss_log.is_floating_point() or loss_log.device != device
+        ):
+            raise RunnerError(
+                f"loss_log must be a 1-D floating-point tensor on the model's device ({device}); "
+                f"got {tuple(loss_log.shape)} {loss_log.dtype} on {loss_log.device}"
+            )
         if device.type == "cuda":
             _check_capturable(optimizer)
         super().__init__(
@@ -451,10 +486,37 @@ class GraphedTrainStep(_GraphCache):
         self.optimizer = optimizer
         self.warmup_iters = warmup_iters
         self._eager = EagerTrainStep(model, loss_fn, optimizer)
+        self.loss_log = loss_log
+        # the next slot of loss_log, on the device so that a replay advances it; the host
+        # counts the same calls to refuse one past the end (an out-of-range index_copy_
+        # would be a device-side assert, fatal to the CUDA context)
+        self._slot = (
+            torch.zeros(1, dtype=torch.long, device=device) if loss_log is not None else None
+        )
+        self._slots_used = 0
+
+    def rewind_loss_log(self) -> None:
+        """Make the next call write ``loss_log[0]`` again (one small kernel, outside graphs)."""
+        if self._slot is not None:
+            self._slot.zero_()
+            self._slots_used = 0
+
+    def _record(self, loss: torch.Tensor) -> None:
+        # captured with the step: each replay writes its loss and advances the slot
+        if self.loss_log is not None and self._slot is not None:
+            self.loss_log.index_copy_(0, self._slot, loss.reshape(1).to(self.loss_log.dtype))
+            self._slot.add_(1)
 
     def __call__(
         self, inputs: torch.Tensor, targets: torch.Tensor, step_index: int | None = None
     ) -> torch.Tensor:
+        if self.loss_log is not None:
+            if self._slots_used >= len(self.loss_log):
+                raise RunnerError(
+                    f"loss_log is full ({len(self.loss_log)} slots, one per call): pass a "
+                    "longer one, or call rewind_loss_log() after reading it"
+                )
+            self._slots_used += 1
         idx = self.stats.calls if step_index is None else step_index
         self.stats.calls += 1
         if self.stats.fallback_reason is not None:
@@ -464,8 +526,7 @@ class GraphedTrainStep(_GraphCache):
         entry = self._entry(
             key,
             lambda: _Entry(
-                static_inputs=torch.empty_like(inputs, memory_format=torch.contiguous_format),
-                static_targets=torch.empty_like(targets, memory_format=torch.contiguous_format),
+                static_inputs=static_buffer(inputs), static_targets=static_buffer(targets)
             ),
         )
         assert entry.static_targets is not None
@@ -495,7 +556,9 @@ class GraphedTrainStep(_GraphCache):
         # After a capture the parameters' .grad are that graph's static gradient buffers;
         # an eager backward would accumulate into them, so drop them first (no kernels).
         self.optimizer.zero_grad(set_to_none=True)
-        return self._eager(inputs, targets, idx)
+        loss = self._eager(inputs, targets, idx)
+        self._record(loss)
+        return loss
 
     def _capture(self, key: Any, entry: _Entry, idx: int) -> bool:
         sx, sy = entry.static_inputs, entry.static_targets
@@ -508,6 +571,7 @@ class GraphedTrainStep(_GraphCache):
             loss = self.loss_fn(self.model(sx), sy)
             loss.backward()
             self.optimizer.step()
+            self._record(loss.detach())
             return loss.detach()
 
         started = time.perf_counter_ns()
@@ -603,9 +667,7 @@ class GraphedInference(_GraphCache):
         key = (shape, inputs.dtype)
         entry = self._entry(
             key,
-            lambda: _Entry(
-                static_inputs=torch.zeros(shape, dtype=inputs.dtype, device=inputs.device)
-            ),
+            lambda: _Entry(static_inputs=static_buffer(inputs, rows)),
         )
         with mark.region("copy_in", idx):
             if n == rows:

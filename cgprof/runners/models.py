@@ -29,19 +29,24 @@ NUM_CLASSES = 10
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Shapes of one built-in model: ``sample_shape`` is one sample's input shape."""
+    """Shapes of one built-in model: ``sample_shape`` is one sample's input shape.
+
+    ``convolutional``: the model is a conv net, which the runners can lay out channels-last
+    (NHWC) on CUDA (see ``RunConfig.channels_last``).
+    """
 
     name: str
     size: str
     sample_shape: tuple[int, ...]
     num_classes: int = NUM_CLASSES
+    convolutional: bool = False
 
 
 _SPECS: dict[tuple[str, str], ModelSpec] = {
     ("mlp", "full"): ModelSpec("mlp", "full", (512,)),
     ("mlp", "tiny"): ModelSpec("mlp", "tiny", (16,)),
-    ("resnet18", "full"): ModelSpec("resnet18", "full", (3, 32, 32)),
-    ("resnet18", "tiny"): ModelSpec("resnet18", "tiny", (3, 16, 16)),
+    ("resnet18", "full"): ModelSpec("resnet18", "full", (3, 32, 32), convolutional=True),
+    ("resnet18", "tiny"): ModelSpec("resnet18", "tiny", (3, 16, 16), convolutional=True),
     ("transformer", "full"): ModelSpec("transformer", "full", (128, 64)),
     ("transformer", "tiny"): ModelSpec("transformer", "tiny", (8, 8)),
 }
@@ -173,32 +178,45 @@ def make_batches(
     *,
     seed: int,
     device: torch.device | str,
+    memory_format: torch.memory_format = torch.contiguous_format,
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``count`` synthetic (inputs, class targets) batches, drawn on the CPU from ``seed``.
 
-    Inputs are standard normal float32 of shape ``(batch, *sample_shape)``; targets are
-    int64 class indices. The same seed gives the same data on every device.
+    Inputs are standard normal float32 of shape ``(batch, *sample_shape)`` in
+    ``memory_format`` (``torch.channels_last`` for NHWC images); targets are int64 class
+    indices. The same seed gives the same data on every device and in every layout.
     """
     gen = torch.Generator().manual_seed(seed + 1)
     out = []
     for _ in range(count):
         x = torch.randn((batch, *model_spec.sample_shape), generator=gen)
         y = torch.randint(0, model_spec.num_classes, (batch,), generator=gen)
-        out.append((x.to(device), y.to(device)))
+        out.append((x.to(device).contiguous(memory_format=memory_format), y.to(device)))
     return out
 
 
 def make_optimizer(
-    name: str, params: list[nn.Parameter], *, capturable: bool
+    name: str, params: list[nn.Parameter], *, capturable: bool, fused: bool = False
 ) -> torch.optim.Optimizer:
     """SGD (lr 0.01, momentum 0.9) or AdamW (lr 1e-4, weight decay 0.01).
 
     ``capturable=True`` asks AdamW to keep its step counter on the device, which graph
     capture needs (a host-side counter would be frozen into the graph). SGD has no such
     state and is capturable as it is.
+
+    ``fused=True`` (CUDA only) updates every parameter in one pass of PyTorch's fused
+    kernel (``torch._fused_sgd_`` / ``torch._fused_adamw_``) instead of the default
+    ``foreach`` implementation's chain of list kernels, each of which reads and writes all
+    parameters again (for the 41-layer MLP's 10.5M parameters, foreach SGD with momentum
+    ran five such kernels per step, 134 us of an H200's time). The fused AdamW kernel
+    also computes its bias corrections on the device whether or not ``capturable`` is set,
+    so eager (``capturable=False``) and graphed (``capturable=True``) runs do the same
+    arithmetic.
     """
     if name == "sgd":
-        return torch.optim.SGD(params, lr=0.01, momentum=0.9)
+        return torch.optim.SGD(params, lr=0.01, momentum=0.9, fused=fused or None)
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01, capturable=capturable)
+        return torch.optim.AdamW(
+            params, lr=1e-4, weight_decay=0.01, capturable=capturable, fused=fused or None
+        )
     raise RunnerError(f"unknown optimizer {name!r} (choose from sgd, adamw)")

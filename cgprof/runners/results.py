@@ -50,7 +50,12 @@ class ModeResult:
 
 @dataclass
 class RunResult:
-    """Everything one `cgprof run` measured, with the setup that produced it."""
+    """Everything one `cgprof run` measured, with the setup that produced it.
+
+    ``fused_optimizer``, ``cudnn_benchmark`` and ``channels_last`` say which of
+    :class:`~cgprof.runners.config.RunConfig`'s settings of the same names took effect
+    (each applies on CUDA only, to both modes alike).
+    """
 
     task: str
     model: str
@@ -65,6 +70,9 @@ class RunResult:
     optimizer: str | None
     variable: bool
     capturable_eager: bool = False
+    fused_optimizer: bool = False
+    cudnn_benchmark: bool = False
+    channels_last: bool = False
     modes: dict[str, ModeResult] = field(default_factory=dict)
 
     @property

@@ -23,6 +23,12 @@ A step is warm-up (not timed) if it lies inside a ``warmup`` range or contains o
 Timing: host wall time of each measured step (``time.perf_counter_ns`` around the ``step``
 range, which ends with the synchronize), warm-up excluded. Training reports the step time;
 inference the per-request latency and samples per second.
+
+Both modes run with the same PyTorch settings (see :class:`RunConfig`): on CUDA the fused
+optimizer kernel, ``cudnn.benchmark`` and, for conv models in inference, channels-last
+tensors. Each
+step's loss is kept without a copy launch or a sync: eager steps keep a reference to their
+loss tensor; graphed steps write it into a device-side log inside the captured graph.
 """
 
 from __future__ import annotations
@@ -83,10 +89,34 @@ def run_workload(config: RunConfig, *, backend_factory: BackendFactory | None = 
         variable=cfg.variable,
         capturable_eager=cfg.capturable_eager,
     )
+    on_cuda = device.type == "cuda"
+    result.fused_optimizer = on_cuda and cfg.task == "train" and cfg.fused_optimizer
+    result.cudnn_benchmark = on_cuda and cfg.cudnn_benchmark
+    result.channels_last = (
+        on_cuda and bool(cfg.channels_last) and models.spec(cfg.model).convolutional
+    )
     run_mode = _run_train if cfg.task == "train" else _run_infer
-    for mode in cfg.modes:
-        result.modes[mode] = run_mode(cfg, mode, device, backend_factory)
+    saved_benchmark = torch.backends.cudnn.benchmark
+    if on_cuda:
+        torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+    try:
+        for mode in cfg.modes:
+            result.modes[mode] = run_mode(cfg, result, mode, device, backend_factory)
+    finally:
+        torch.backends.cudnn.benchmark = saved_benchmark
     return result
+
+
+def _layout(result: RunResult) -> torch.memory_format:
+    return torch.channels_last if result.channels_last else torch.contiguous_format
+
+
+def _place(model: nn.Module, device: torch.device, layout: torch.memory_format) -> nn.Module:
+    model = model.to(device)
+    if layout == torch.channels_last:
+        # 4-D conv weights become NHWC; the stubs of Module.to lack memory_format
+        model = model.to(memory_format=layout)  # type: ignore[call-overload]
+    return model
 
 
 def _sync(device: torch.device) -> Callable[[], None]:
@@ -105,33 +135,45 @@ def _graph_kwargs(backend_factory: BackendFactory | None) -> dict[str, Any]:
 
 def _run_train(
     cfg: RunConfig,
+    result: RunResult,
     mode: str,
     device: torch.device,
     backend_factory: BackendFactory | None,
 ) -> ModeResult:
     assert cfg.batch is not None and cfg.optimizer is not None
     spec = models.spec(cfg.model, cfg.size)
-    model = models.build_model(cfg.model, cfg.size, seed=cfg.seed).to(device)
+    layout = _layout(result)
+    model = _place(models.build_model(cfg.model, cfg.size, seed=cfg.seed), device, layout)
     graphed = mode == "graph"
     capturable = device.type == "cuda" and (graphed or cfg.capturable_eager)
     optimizer = models.make_optimizer(
-        cfg.optimizer, list(model.parameters()), capturable=capturable
+        cfg.optimizer,
+        list(model.parameters()),
+        capturable=capturable,
+        fused=result.fused_optimizer,
     )
     loss_fn = nn.CrossEntropyLoss()
     total = cfg.warmup + cfg.steps
-    data = models.make_batches(spec, cfg.batch, min(total, DATA_POOL), seed=cfg.seed, device=device)
+    data = models.make_batches(
+        spec, cfg.batch, min(total, DATA_POOL), seed=cfg.seed, device=device, memory_format=layout
+    )
     step: graphs.EagerTrainStep | graphs.GraphedTrainStep
+    # Every step's loss is kept without a copy launch and without a sync: the graph writes
+    # it into loss_log as part of the replayed step; an eager step's loss is a fresh tensor
+    # anyway, so keeping a reference to it costs nothing on the GPU.
+    loss_log = torch.zeros(total, device=device)  # graph mode
+    kept: list[torch.Tensor] = []  # eager mode
     if graphed:
         step = graphs.GraphedTrainStep(
             model,
             loss_fn,
             optimizer,
             warmup_iters=cfg.graph_warmup_iters,
+            loss_log=loss_log,
             **_graph_kwargs(backend_factory),
         )
     else:
         step = graphs.EagerTrainStep(model, loss_fn, optimizer)
-    loss_log = torch.zeros(total, device=device)
     sync = _sync(device)
     _seed(cfg.seed)
     sync()
@@ -140,10 +182,12 @@ def _run_train(
         x, y = data[i % len(data)]
         with mark.step(i):
             loss = step(x, y, i)
-            loss_log[i].copy_(loss)
+            if not graphed:
+                kept.append(loss)
             sync()
 
     durations_ns = _loop(mode, cfg, one)
+    losses = loss_log if graphed else torch.stack(kept)
     stats = summarize(durations_ns)
     out = ModeResult(
         mode=mode,
@@ -155,7 +199,7 @@ def _run_train(
         min_ms=stats.min_ms,
         max_ms=stats.max_ms,
         throughput_per_s=throughput_per_s(cfg.batch * cfg.steps, stats.total_ms),
-        losses=[float(v) for v in loss_log.tolist()],
+        losses=[float(v) for v in losses.tolist()],
     )
     if isinstance(step, graphs.GraphedTrainStep):
         _copy_stats(out, step.stats)
@@ -173,20 +217,29 @@ def request_sizes(cfg: RunConfig, count: int) -> list[int]:
 
 def _run_infer(
     cfg: RunConfig,
+    result: RunResult,
     mode: str,
     device: torch.device,
     backend_factory: BackendFactory | None,
 ) -> ModeResult:
     assert cfg.batch is not None
     spec = models.spec(cfg.model, cfg.size)
-    model = models.build_model(cfg.model, cfg.size, seed=cfg.seed).to(device).eval()
+    layout = _layout(result)
+    model = _place(models.build_model(cfg.model, cfg.size, seed=cfg.seed), device, layout)
+    model.eval()
     total = cfg.warmup + cfg.steps
     batches = models.make_batches(
-        spec, cfg.batch, min(total, DATA_POOL), seed=cfg.seed, device=device
+        spec,
+        cfg.batch,
+        min(total, DATA_POOL),
+        seed=cfg.seed,
+        device=device,
+        memory_format=layout,
     )
     pool = [x for x, _ in batches]
     sizes = request_sizes(cfg, total)
-    # slicing the first rows of a contiguous batch gives a contiguous view: no copy kernel
+    # slicing the first rows of a contiguous (or channels-last) batch keeps its layout: no
+    # copy kernel
     requests = [pool[i % len(pool)][: sizes[i]] for i in range(total)]
     serve: graphs.EagerInference | graphs.GraphedInference
     if mode == "graph":
