@@ -81,8 +81,11 @@ trace() {
 
 # The runners (`cgprof run`); --warmup steps are recorded too (still NVTX-marked).
 RUN=(python3 -m cgprof run)
+# --no-cudnn-benchmark: eager and graphed runs are separate processes, and cuDNN's autotuner
+# may pick different conv kernels in each; the traces should differ only by graphing.
 MLP=(--model mlp --steps "$MLP_STEPS" --warmup "$MLP_WARMUP" --device cuda --seed 0)
-CONV=(--model resnet18 --steps "$CONV_STEPS" --warmup "$CONV_WARMUP" --device cuda --seed 0)
+CONV=(--model resnet18 --steps "$CONV_STEPS" --warmup "$CONV_WARMUP" --device cuda --seed 0
+      --no-cudnn-benchmark)
 
 trace mlp_train_eager -- "${RUN[@]}" train --mode eager "${MLP[@]}"
 trace mlp_train_graph -- "${RUN[@]}" train --mode graph "${MLP[@]}"

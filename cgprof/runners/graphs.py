@@ -289,11 +289,19 @@ class EagerTrainStep:
         model: nn.Module,
         loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         optimizer: torch.optim.Optimizer,
+        loss_log: torch.Tensor | None = None,
     ) -> None:
         self.model = model.train()
         self.loss_fn = loss_fn
         self.optimizer = optimizer
         self._calls = 0
+        # The same two kernels GraphedTrainStep replays to log its loss, so that an eager
+        # and a graphed run of one workload execute the same GPU work per step.
+        self.loss_log = loss_log
+        self._slot = (
+            torch.zeros(1, dtype=torch.long, device=loss_log.device)
+            if loss_log is not None else None
+        )
 
     def __call__(
         self, inputs: torch.Tensor, targets: torch.Tensor, step_index: int | None = None
@@ -307,7 +315,17 @@ class EagerTrainStep:
         with mark.region("optimizer", idx):
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
+        if self.loss_log is not None and self._slot is not None:
+            if self._calls > len(self.loss_log):
+                raise RunnerError(f"loss_log is full ({len(self.loss_log)} slots, one per call)")
+            _log_loss(self.loss_log, self._slot, loss.detach())
         return loss.detach()
+
+
+def _log_loss(log: torch.Tensor, slot: torch.Tensor, loss: torch.Tensor) -> None:
+    """Write ``loss`` at ``log[slot]`` and advance ``slot``, all on the GPU (no sync)."""
+    log.index_copy_(0, slot, loss.reshape(1).to(log.dtype))
+    slot.add_(1)
 
 
 class EagerInference:
@@ -504,8 +522,7 @@ class GraphedTrainStep(_GraphCache):
     def _record(self, loss: torch.Tensor) -> None:
         # captured with the step: each replay writes its loss and advances the slot
         if self.loss_log is not None and self._slot is not None:
-            self.loss_log.index_copy_(0, self._slot, loss.reshape(1).to(self.loss_log.dtype))
-            self._slot.add_(1)
+            _log_loss(self.loss_log, self._slot, loss)
 
     def __call__(
         self, inputs: torch.Tensor, targets: torch.Tensor, step_index: int | None = None
