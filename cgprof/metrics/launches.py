@@ -68,11 +68,18 @@ def api_calls(trace: Trace) -> pd.DataFrame:
     return calls
 
 
+def name_contains(names: pd.Series, text: str) -> np.ndarray:
+    """``names.str.contains(text)`` for a categorical column, computed once per category."""
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        return names.astype(str).str.contains(text, regex=False).to_numpy(dtype=bool)
+    per_cat = np.asarray([text in str(c) for c in names.cat.categories] + [False], dtype=bool)
+    return per_cat[names.cat.codes.to_numpy()]  # code -1 (missing) picks the final False
+
+
 def _in_capture(calls: pd.DataFrame) -> np.ndarray:
     """True for calls on a thread between its BeginCapture and EndCapture calls."""
-    name = calls["name"].astype(str)
-    begin = name.str.contains("StreamBeginCapture", regex=False).to_numpy()
-    end = name.str.contains("StreamEndCapture", regex=False).to_numpy()
+    begin = name_contains(calls["name"], "StreamBeginCapture")
+    end = name_contains(calls["name"], "StreamEndCapture")
     if not begin.any():
         return np.zeros(len(calls), dtype=bool)
     # Per thread, depth = number of begins so far - number of ends before this call.

@@ -231,8 +231,8 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
         call_step = _attribute_calls(calls, inst)
     c = calls.assign(step=call_step)
     # Steps that captured a graph (calls made during stream capture, or its begin call).
-    capturing = c[(c["step"] >= 0) & (c["in_capture"] | c["name"].astype(str).str.contains(
-        "StreamBeginCapture", regex=False))]["step"].to_numpy(np.int64)
+    begins = L.name_contains(c["name"], "StreamBeginCapture")
+    capturing = c[(c["step"] >= 0) & (c["in_capture"] | begins)]["step"].to_numpy(np.int64)
     c = c[(c["step"] >= 0) & ~c["in_capture"]]
 
     def count(mask: pd.Series) -> np.ndarray:

@@ -25,11 +25,11 @@ def _stats(df: pd.DataFrame, keys: list[str], count_name: str) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame({c: pd.Series(dtype="object" if c in keys else "int64") for c in cols})
     df = df.assign(dur_ns=df["dur_ns"].astype("int64"))
-    for k in keys:
-        df[k] = df[k].astype(str)
     g = df.groupby(keys, sort=False, observed=True)["dur_ns"]
     out = g.agg(["size", "sum", "mean", "median", "min", "max", "std"]).reset_index()
     out.columns = cols
+    for k in keys:  # group keys may be categorical: plain strings in the result
+        out[k] = out[k].astype(str).astype(object)
     out["std_ns"] = out["std_ns"].fillna(0.0)
     out = out.astype({count_name: "int64", "total_ns": "int64", "min_ns": "int64",
                       "max_ns": "int64"})
