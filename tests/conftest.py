@@ -23,6 +23,22 @@ def samples_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def node(samples_dir: Path) -> Any:
+    """`cgprof.analyze` of the node-granularity sample: 20 eager steps, then 20 replays."""
+    import cgprof
+
+    return cgprof.analyze(samples_dir / "mlp8_node.sqlite")
+
+
+@pytest.fixture(scope="session")
+def graph(samples_dir: Path) -> Any:
+    """`cgprof.analyze` of the graph-granularity sample (replays as whole-graph rows)."""
+    import cgprof
+
+    return cgprof.analyze(samples_dir / "mlp8_graph.sqlite")
+
+
+@pytest.fixture(scope="session")
 def traces_dir() -> Path:
     """The small real exports that ship with the repository (`traces/`)."""
     return REPO / "traces"

@@ -74,11 +74,6 @@ def assert_clean(check: dict, console: list[str], figures: int) -> None:
     assert check["figures_rendered"] == figures
 
 
-@pytest.fixture(scope="module")
-def node():
-    return cgprof.analyze(SAMPLES / "mlp8_node.sqlite")
-
-
 def test_diff_report(tmp_path, node):
     d = cgprof.diff(node, node, labels=("eager", "graph"), modes=("eager", "graph"))
     page = tmp_path / "diff.html"

@@ -31,16 +31,6 @@ PROBLEMS = {"missing", "extra", "fewer", "more", "slower"}
 
 
 @pytest.fixture(scope="module")
-def node():
-    return cgprof.analyze(SAMPLES / "mlp8_node.sqlite")
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return cgprof.analyze(SAMPLES / "mlp8_graph.sqlite")
-
-
-@pytest.fixture(scope="module")
 def eager_vs_graph(node):
     return cgprof.diff(node, node, labels=("eager", "graph"), modes=("eager", "graph"))
 

@@ -7,23 +7,12 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-from conftest import SAMPLES
 
 import cgprof
 from cgprof.diff import view
 from cgprof.report import figures as F
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
-
-
-@pytest.fixture(scope="module")
-def node():
-    return cgprof.analyze(SAMPLES / "mlp8_node.sqlite")
-
-
-@pytest.fixture(scope="module")
-def graph():
-    return cgprof.analyze(SAMPLES / "mlp8_graph.sqlite")
 
 
 @pytest.fixture(scope="module")

@@ -39,11 +39,6 @@ def evil_trace(make_db, steps: int = 3) -> Path:
 
 
 @pytest.fixture(scope="module")
-def node():
-    return cgprof.analyze(SAMPLES / "mlp8_node.sqlite")
-
-
-@pytest.fixture(scope="module")
 def diff_page(node):
     d = cgprof.diff(node, node, labels=("eager", "graph"), modes=("eager", "graph"))
     return H.render_diff(d)

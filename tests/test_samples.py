@@ -10,16 +10,6 @@ import cgprof
 from cgprof.cli import main
 
 
-@pytest.fixture(scope="module")
-def node(samples_dir):
-    return cgprof.analyze(samples_dir / "mlp8_node.sqlite")
-
-
-@pytest.fixture(scope="module")
-def graph(samples_dir):
-    return cgprof.analyze(samples_dir / "mlp8_graph.sqlite")
-
-
 def test_trace_facts(node, graph):
     assert node.info["nsys_version"] == "2025.3.2.0"
     assert node.info["schema_version"] == "3.20.3"

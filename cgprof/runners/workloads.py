@@ -185,19 +185,8 @@ def _run_train(
 
     durations_ns = _loop(mode, cfg, one)
     losses = loss_log
-    stats = summarize(durations_ns)
-    out = ModeResult(
-        mode=mode,
-        steps=cfg.steps,
-        warmup=cfg.warmup,
-        mean_ms=stats.mean_ms,
-        p50_ms=stats.p50_ms,
-        p99_ms=stats.p99_ms,
-        min_ms=stats.min_ms,
-        max_ms=stats.max_ms,
-        throughput_per_s=throughput_per_s(cfg.batch * cfg.steps, stats.total_ms),
-        losses=[float(v) for v in losses.tolist()],
-    )
+    out = _mode_result(mode, cfg, durations_ns, cfg.batch * cfg.steps)
+    out.losses = [float(v) for v in losses.tolist()]
     if isinstance(step, graphs.GraphedTrainStep):
         _copy_stats(out, step.stats)
     return out
@@ -260,18 +249,7 @@ def _run_infer(
 
     with torch.no_grad():
         durations_ns = _loop(mode, cfg, one)
-    stats = summarize(durations_ns)
-    out = ModeResult(
-        mode=mode,
-        steps=cfg.steps,
-        warmup=cfg.warmup,
-        mean_ms=stats.mean_ms,
-        p50_ms=stats.p50_ms,
-        p99_ms=stats.p99_ms,
-        min_ms=stats.min_ms,
-        max_ms=stats.max_ms,
-        throughput_per_s=throughput_per_s(sum(sizes[cfg.warmup :]), stats.total_ms),
-    )
+    out = _mode_result(mode, cfg, durations_ns, sum(sizes[cfg.warmup :]))
     if isinstance(serve, graphs.GraphedInference):
         _copy_stats(out, serve.stats)
     return out
@@ -291,6 +269,22 @@ def _loop(mode: str, cfg: RunConfig, one: Callable[[int], None]) -> list[int]:
             one(i)
             durations_ns.append(time.perf_counter_ns() - t0)
     return durations_ns
+
+
+def _mode_result(mode: str, cfg: RunConfig, durations_ns: list[int], samples: int) -> ModeResult:
+    """Step-time statistics of one mode's measured steps (warm-up excluded)."""
+    stats = summarize(durations_ns)
+    return ModeResult(
+        mode=mode,
+        steps=cfg.steps,
+        warmup=cfg.warmup,
+        mean_ms=stats.mean_ms,
+        p50_ms=stats.p50_ms,
+        p99_ms=stats.p99_ms,
+        min_ms=stats.min_ms,
+        max_ms=stats.max_ms,
+        throughput_per_s=throughput_per_s(samples, stats.total_ms),
+    )
 
 
 def _copy_stats(out: ModeResult, stats: graphs.GraphStats) -> None:
