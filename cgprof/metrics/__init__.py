@@ -18,7 +18,7 @@ from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls, launch_summary
 from cgprof.metrics.replays import ReplayResult, graph_replays
 from cgprof.metrics.steps import StepResult, classify_steps, compute_steps
-from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_summary
+from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
 from cgprof.metrics.verdict import Verdict, verdict
 from cgprof.trace import Trace, load
 
@@ -84,9 +84,9 @@ def analyze(
     say("cutting steps")
     steps = compute_steps(trace, calls, ops, step=step, skip=skip)
     say("measuring GPU gaps")
-    gaps = gpu_gaps(ops, calls, window=steps.window(), min_gap_ns=int(round(min_gap_us * 1000)))
-    classify_steps(steps, gaps.gaps if gaps.min_gap_ns == 0 else
-                   gpu_gaps(ops, calls, window=steps.window()).gaps)
+    gaps = gpu_gaps(ops, calls, window=steps.window())
+    classify_steps(steps, gaps.gaps)  # needs every gap, however short
+    gaps = gaps.above(int(round(min_gap_us * 1000)))
     say("measuring graph replays")
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
     replays = graph_replays(ops, calls, node_level=node_level)
@@ -107,7 +107,7 @@ def analyze(
         "kernels": int(len(trace.kernels)),
         "graph_trace_rows": int(len(trace.graph_trace)),
         "api_calls": int(len(calls)),
-        "nvtx_ranges": int(nvtx_summary_count(trace)),
+        "nvtx_ranges": len(nvtx_ranges(trace)),
         "window_start_ns": window[0] if window else None,
         "window_end_ns": window[1] if window else None,
         "step_range": steps.name,
@@ -128,8 +128,3 @@ def analyze(
         trace=trace,
     )
 
-
-def nvtx_summary_count(trace: Trace) -> int:
-    from cgprof.metrics.summaries import nvtx_ranges
-
-    return len(nvtx_ranges(trace))

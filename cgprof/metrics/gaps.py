@@ -22,6 +22,7 @@ All durations are integer nanoseconds; summaries carry microsecond figures in ``
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,12 @@ class GapResult:
     streams: pd.DataFrame
     min_gap_ns: int
 
+    def above(self, min_gap_ns: int) -> GapResult:
+        """The same result listing only gaps longer than ``min_gap_ns`` (totals unchanged)."""
+        listed = self.gaps[self.gaps["gap_ns"] > min_gap_ns].reset_index(drop=True)
+        return dataclasses.replace(self, gaps=listed, histogram=histogram(listed),
+                                   min_gap_ns=min_gap_ns)
+
 
 def _window_clip(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFrame:
     if window is None:
@@ -93,15 +100,15 @@ def gpu_gaps(
     all_gaps["kind"] = pd.Categorical(all_gaps["kind"], categories=list(GAP_KINDS))
 
     devices = _device_table(ops, all_gaps, window)
-    listed = all_gaps[all_gaps["gap_ns"] > min_gap_ns].reset_index(drop=True)
-    return GapResult(
+    result = GapResult(
         devices=devices,
-        gaps=listed,
+        gaps=all_gaps,
         by_kind=_by_kind(all_gaps, devices),
-        histogram=histogram(listed),
+        histogram=histogram(all_gaps),
         streams=_stream_table(ops),
-        min_gap_ns=min_gap_ns,
+        min_gap_ns=0,
     )
+    return result.above(min_gap_ns) if min_gap_ns > 0 else result
 
 
 def _empty_gaps() -> pd.DataFrame:
