@@ -6,6 +6,7 @@ The oracle is `nsys stats -r REPORT -f csv` run on the same export: for the shar
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -46,60 +47,65 @@ def test_oracle_cases_exist():
     assert len(CASES) >= 2, f"no traces with nsys stats oracles found ({SAMPLES})"
 
 
+@functools.cache
+def _analysed(db: Path) -> cgprof.metrics.AnalysisResult:
+    return cgprof.analyze(db)
+
+
+def _assert_matches(ours: pd.DataFrame, exp: pd.DataFrame, our_keys: list[str],
+                    their_keys: list[str], exact: dict[str, str]) -> pd.DataFrame:
+    """Same rows, and each ``exact`` column (ours -> nsys's) equal as integers.
+
+    Returns ``ours`` indexed by its keys, for further checks.
+    """
+    ours = ours.set_index(our_keys)
+    exp = exp.set_index(their_keys)
+    assert sorted(ours.index) == sorted(exp.index)
+    for key, row in exp.iterrows():
+        got = ours.loc[key]
+        for mine, theirs in exact.items():
+            assert int(got[mine]) == int(row[theirs]), (key, mine)
+    return ours
+
+
+EXTREMES = {"total_ns": "Total Time (ns)", "min_ns": "Min (ns)", "max_ns": "Max (ns)"}
+
+
 @pytest.mark.parametrize(("db", "expected"), CASES, ids=IDS)
 def test_kernel_summary_matches_cuda_gpu_kern_sum(db: Path, expected: Path):
-    ours = cgprof.analyze(db).kernel_summary.set_index("name")
+    ours = _analysed(db).kernel_summary
     exp = _expected(expected, db.stem, "cuda_gpu_kern_sum")
     if exp is None or exp.empty:
         assert ours.empty
         return
-    exp = exp.set_index("Name")
-    assert sorted(ours.index) == sorted(exp.index)
-    for name, row in exp.iterrows():
+    ours = _assert_matches(ours, exp, ["name"], ["Name"], {"instances": "Instances", **EXTREMES})
+    for name, row in exp.set_index("Name").iterrows():
         got = ours.loc[name]
-        assert int(got["instances"]) == int(row["Instances"]), name
-        assert int(got["total_ns"]) == int(row["Total Time (ns)"]), name
-        assert int(got["min_ns"]) == int(row["Min (ns)"]), name
-        assert int(got["max_ns"]) == int(row["Max (ns)"]), name
         assert float(got["med_ns"]) == pytest.approx(float(row["Med (ns)"]), abs=0.05), name
         assert float(got["avg_ns"]) == pytest.approx(float(row["Avg (ns)"]), abs=0.05), name
 
 
 @pytest.mark.parametrize(("db", "expected"), CASES, ids=IDS)
 def test_api_summary_matches_cuda_api_sum(db: Path, expected: Path):
-    ours = cgprof.analyze(db).api_summary.set_index("name")
+    ours = _analysed(db).api_summary
     exp = _expected(expected, db.stem, "cuda_api_sum")
     assert exp is not None
     if exp.empty:
         assert ours.empty
         return
-    exp = exp.set_index("Name")
-    assert sorted(ours.index) == sorted(exp.index)
-    for name, row in exp.iterrows():
-        got = ours.loc[name]
-        assert int(got["calls"]) == int(row["Num Calls"]), name
-        assert int(got["total_ns"]) == int(row["Total Time (ns)"]), name
-        assert int(got["min_ns"]) == int(row["Min (ns)"]), name
-        assert int(got["max_ns"]) == int(row["Max (ns)"]), name
+    _assert_matches(ours, exp, ["name"], ["Name"], {"calls": "Num Calls", **EXTREMES})
 
 
 @pytest.mark.parametrize(("db", "expected"), CASES, ids=IDS)
 def test_nvtx_summary_matches_nvtx_sum(db: Path, expected: Path):
-    ours = cgprof.analyze(db).nvtx_summary
+    ours = _analysed(db).nvtx_summary
     exp = _expected(expected, db.stem, "nvtx_sum")
     assert exp is not None
     if exp.empty:
         assert ours.empty
         return
-    ours = ours.set_index(["name", "style"])
-    exp = exp.set_index(["Range", "Style"])
-    assert sorted(ours.index) == sorted(exp.index)
-    for key, row in exp.iterrows():
-        got = ours.loc[key]
-        assert int(got["instances"]) == int(row["Instances"]), key
-        assert int(got["total_ns"]) == int(row["Total Time (ns)"]), key
-        assert int(got["min_ns"]) == int(row["Min (ns)"]), key
-        assert int(got["max_ns"]) == int(row["Max (ns)"]), key
+    _assert_matches(ours, exp, ["name", "style"], ["Range", "Style"],
+                    {"instances": "Instances", **EXTREMES})
 
 
 @pytest.mark.parametrize(("db", "expected"), CASES, ids=IDS)
