@@ -162,7 +162,7 @@ def test_graphs_of_one_model_share_one_pool():
     model = models.build_model("mlp", seed=0).cuda()
     serve = graphs.GraphedInference(model, buckets=[1, 2, 4])
     for n in (1, 2, 4):
-        serve(torch.randn(n, 512, device="cuda"))
+        serve(torch.randn(n, *models.spec("mlp").sample_shape, device="cuda"))
     assert len(serve.graphs) == 3
     pools = {tuple(g.pool()) for g in serve.graphs.values()}
     assert len(pools) == 1  # one pool for all three graphs

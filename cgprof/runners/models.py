@@ -1,7 +1,11 @@
 """The built-in models and their synthetic data, built in-house (no torchvision).
 
-- ``mlp``: 41 ``Linear`` layers (512 wide) with ReLU, Kaiming-normal init so the signal
-  survives the depth. Launch-bound by design: hundreds of tiny kernels per training step.
+- ``mlp``: 41 ``Linear`` layers (256 wide, 256 input features) with ReLU, Kaiming-normal
+  init so the signal survives the depth. Launch-bound by design: about 300 kernels of a few
+  microseconds each per training step. The 256 width is the layer of the reference MLPs
+  (``shared/nsys-samples``: ``Linear(256, 256)``, batch 32); at 512 the fp32 GEMMs take
+  about 25% longer on an H200 while eager stays host-bound, so graphs gain less (measured:
+  docs/runners.md).
 - ``resnet18``: the CIFAR-10 ResNet-18 (3x3 stem, no max-pool, BasicBlocks [2, 2, 2, 2],
   widths 64-512, 32x32 inputs, 10 classes; 11,173,962 parameters).
 - ``transformer``: a 6-layer post-norm Transformer encoder, d_model 512, 8 heads, FFN 2048,
@@ -25,6 +29,8 @@ from torch import nn
 from cgprof.errors import RunnerError
 
 NUM_CLASSES = 10
+#: Width of the full-size MLP's hidden layers (and of its inputs).
+MLP_WIDTH = 256
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ class ModelSpec:
 
 
 _SPECS: dict[tuple[str, str], ModelSpec] = {
-    ("mlp", "full"): ModelSpec("mlp", "full", (512,)),
+    ("mlp", "full"): ModelSpec("mlp", "full", (MLP_WIDTH,)),
     ("mlp", "tiny"): ModelSpec("mlp", "tiny", (16,)),
     ("resnet18", "full"): ModelSpec("resnet18", "full", (3, 32, 32), convolutional=True),
     ("resnet18", "tiny"): ModelSpec("resnet18", "tiny", (3, 16, 16), convolutional=True),
@@ -162,7 +168,7 @@ def build_model(name: str, size: str = "full", *, seed: int = 0) -> nn.Module:
         torch.manual_seed(seed)
         if name == "mlp":
             in_features = spec(name, size).sample_shape[0]
-            return MLP(in_features, 16 if tiny else 512, 4 if tiny else 41, NUM_CLASSES)
+            return MLP(in_features, 16 if tiny else MLP_WIDTH, 4 if tiny else 41, NUM_CLASSES)
         if name == "resnet18":
             return ResNet18(width=4 if tiny else 64)
         seq, features = spec(name, size).sample_shape
