@@ -4,6 +4,7 @@
     python3 scripts/bench_runners.py                 # all workloads, on the GPU
     python3 scripts/bench_runners.py --only mlp-train-b32 --steps 50
     python3 scripts/bench_runners.py --breakdown     # also: where the MLP step's time goes
+    python3 scripts/bench_runners.py --repeat 3      # each workload 3 times (eager varies)
 
 Each workload runs eager then graphed in one process from the same seed (cgprof.runners,
 ``mode="both"``), ``--warmup`` untimed steps then ``--steps`` timed ones. Times are host
@@ -15,6 +16,10 @@ the runners' settings (fused optimizer, ``cudnn.benchmark``, channels-last ResNe
 inference; each
 line says which took effect). PyTorch's default numerics are left alone (TF32 off for
 matmuls, on for cuDNN convolutions). Progress goes to stderr, JSON lines to stdout.
+
+``--repeat N`` runs each workload N times in turn (a fresh eager and graphed run each time,
+all workloads once before any repeats) and adds ``"repeat": k``; host-bound eager step times
+move from run to run more than graphed ones, so one line is a sample, not the answer.
 
 ``--breakdown`` adds diagnostic lines (``"workload": "breakdown"``, no targets): the
 41-layer MLP's training step, graphed and eager, with the previous runner's choices
@@ -250,21 +255,29 @@ def main(argv: list[str] | None = None) -> int:
         help="run only this workload (repeatable)",
     )
     parser.add_argument(
+        "--repeat", type=int, default=1, help="run each workload this many times (default 1)"
+    )
+    parser.add_argument(
         "--breakdown",
         action="store_true",
         help="also print diagnostic lines: where the graphed MLP step's time goes",
     )
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     failed = False
-    for name in args.only or list(WORKLOADS):
-        t0 = time.perf_counter()
-        try:
-            line = bench(name, args.steps, args.warmup, args.seed)
-        except Exception as exc:  # one broken workload must not hide the others' numbers
-            failed = True
-            line = {"workload": name, "error": f"{type(exc).__name__}: {exc}"}
-        print(json.dumps(line), flush=True)
-        print(f"{name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    for k in range(args.repeat):
+        for name in args.only or list(WORKLOADS):
+            t0 = time.perf_counter()
+            try:
+                line = bench(name, args.steps, args.warmup, args.seed)
+            except Exception as exc:  # one broken workload must not hide the others' numbers
+                failed = True
+                line = {"workload": name, "error": f"{type(exc).__name__}: {exc}"}
+            if args.repeat > 1:
+                line["repeat"] = k + 1
+            print(json.dumps(line), flush=True)
+            print(f"{name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     if args.breakdown:
         t0 = time.perf_counter()
         try:

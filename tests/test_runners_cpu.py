@@ -11,9 +11,11 @@ real capture on a GPU.
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -225,6 +227,8 @@ def test_full_models_have_the_published_shapes():
     assert sum(p.numel() for p in resnet.parameters()) == 11_173_962  # CIFAR ResNet-18
     mlp = models.build_model("mlp")
     assert sum(isinstance(m, nn.Linear) for m in mlp.modules()) == 41
+    assert sum(p.numel() for p in mlp.parameters()) == 40 * (256 * 256 + 256) + 256 * 10 + 10
+    assert models.spec("mlp").sample_shape == (256,)
     transformer = models.build_model("transformer")
     assert len(transformer.encoder.layers) == 6
     assert transformer.encoder.layers[0].self_attn.embed_dim == 512
@@ -628,3 +632,31 @@ def test_nvtx_graph_inference(nvtx_ranges):
         "graph:2(warmup:1(step:0(copy_in:0,warmup:0(forward:0,forward:0),capture:1)),"
         "step:1(copy_in:1,replay:1),step:2(copy_in:2,replay:2))",
     ]
+
+
+# --------------------------------------------------------------------------- bench script
+
+BENCH = [sys.executable, str(Path(__file__).resolve().parents[1] / "scripts" / "bench_runners.py")]
+
+
+def test_bench_runners_rejects_a_zero_repeat():
+    res = subprocess.run([*BENCH, "--repeat", "0"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert "--repeat must be at least 1" in res.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error line")
+def test_bench_runners_reports_a_failed_workload_as_a_json_line_per_repeat():
+    res = subprocess.run(
+        [*BENCH, "--only", "mlp-infer-b1", "--repeat", "2", "--steps", "1", "--warmup", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 1
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [(d["workload"], d["repeat"]) for d in lines] == [
+        ("mlp-infer-b1", 1),
+        ("mlp-infer-b1", 2),
+    ]
+    assert all("CUDA" in d["error"] for d in lines)
