@@ -93,6 +93,12 @@ trace mlp_infer_eager -- "${RUN[@]}" infer --mode eager "${MLP[@]}"
 trace mlp_infer_graph -- "${RUN[@]}" infer --mode graph "${MLP[@]}"
 trace resnet18_train_eager -- "${RUN[@]}" train --mode eager "${CONV[@]}"
 trace resnet18_train_graph -- "${RUN[@]}" train --mode graph "${CONV[@]}"
+# The other two benchmark workloads, graphed only, with the benchmark's settings (cuDNN
+# autotuning on, channels-last ResNet inference): their replays' compactness and node gaps.
+trace resnet18_infer_graph -- "${RUN[@]}" infer --mode graph --model resnet18 \
+  --steps "$MLP_STEPS" --warmup "$MLP_WARMUP" --device cuda --seed 0
+trace transformer_train_graph -- "${RUN[@]}" train --mode graph --model transformer \
+  --steps "$CONV_STEPS" --warmup "$CONV_WARMUP" --device cuda --seed 0
 # The same graphed MLP training with --cuda-graph-trace=graph: replayed kernels have no rows
 # of their own there, only one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row per replay.
 trace mlp_train_graph_graphtrace --graph-trace graph -- "${RUN[@]}" train --mode graph "${MLP[@]}"
