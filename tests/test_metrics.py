@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nsysdb import G, K, M, N, R, Y, make_nsys_db
+from nsysdb import G, K, M, N, R, S, Y, make_nsys_db
 
 import cgprof
 from cgprof.metrics.launches import family_of
@@ -189,6 +189,25 @@ def test_graph_launch_with_zero_kernels_in_trace(db):
     assert rep["nodes"].isna().tolist() == [False, True]
     assert rep["span_ns"].isna().tolist() == [False, True]
     assert rep["compactness"].isna().tolist() == [False, True]
+
+
+def test_replay_mean_node_and_what_precedes_its_longest_gap(db):
+    # Replay 1: kernel, memset, then a kernel that waits 4 us for the memset; replay 2: two
+    # kernels 50 ns apart. Replay 3's one node has no gap at all.
+    p = db(graph_trace_mode="node",
+           runtime=[R(0, 10, GL, corr=1), R(20, 30, GL, corr=2), R(40, 50, GL, corr=3)],
+           kernels=[K(100, 400, "a", corr=1, graph_node=1),
+                    K(5000, 5600, "b", corr=1, graph_node=3),
+                    K(6000, 6100, "a", corr=2, graph_node=1),
+                    K(6150, 6250, "b", corr=2, graph_node=2),
+                    K(7000, 7300, "a", corr=3, graph_node=1)],
+           memset=[S(700, 1000, 8, corr=1, graph_node=2)])
+    rep = cgprof.analyze(p).replays.replays
+    assert rep["nodes"].tolist() == [3, 2, 1]
+    assert rep["mean_node_ns"].tolist() == [pytest.approx(1200 / 3), 100.0, 300.0]
+    assert rep["max_gap_ns"].tolist() == [4000, 50, 0]
+    assert rep["longest_gap_after"].tolist()[:2] == ["memset", "kernel"]
+    assert rep["longest_gap_after"].isna().tolist() == [False, False, True]
 
 
 def test_two_processes_with_the_same_correlation_id(db):

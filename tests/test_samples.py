@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 import cgprof
 from cgprof.cli import main
+from cgprof.report import text as text_report
 
 
 def test_trace_facts(node, graph):
@@ -32,6 +33,27 @@ def test_node_mode_replays(node):
         assert 0.9 <= row.compactness <= 1.0
         assert row.busy_ns + row.gaps_ns == row.span_ns
     assert node.replays.summary["median_gap_ns"]["p50"] == pytest.approx(288, abs=40)
+
+
+def test_compactness_hints_name_short_nodes_and_memset_waits(node, traces_dir):
+    # The 8-layer sample's replays are 0.93 compact: no hint there.
+    assert node.replays.summary["compactness"]["p50"] >= 0.9
+    assert "  under 0.9" not in text_report.render(node)
+    path = traces_dir / "mlp_train_graph.sqlite"
+    r = cgprof.analyze(path)
+    rep = r.replays.replays
+    # Each replay's mean node is its busy time over its node count; in these 41-layer MLP
+    # training replays the longest wait always follows the one memset node (cuBLAS split-K).
+    assert (rep["mean_node_ns"] == rep["busy_ns"] / rep["nodes"]).all()
+    assert set(rep["longest_gap_after"]) == {"memset"}
+    assert r.replays.summary["compactness"]["p50"] < 0.9
+    out = CliRunner().invoke(main, ["analyze", str(path)]).output
+    d = r.replays.summary["mean_node_ns"]["p50"] / 1000
+    g = r.replays.summary["median_gap_ns"]["p50"] / 1000
+    assert f"  under 0.9: nodes average {d:.2f} us, median gap {g:.2f} us; " in out
+    assert f"0.9 at that gap needs {9 * g:.2f} us per node" in out
+    assert f"follows a memset node in {len(rep)} of {len(rep)} replays" in out
+    assert len([ln for ln in out.splitlines() if ln.startswith("  mean node us")]) == 1
 
 
 def test_graph_mode_replays_have_no_node_figures(graph):

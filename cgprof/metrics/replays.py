@@ -20,7 +20,8 @@ from cgprof.metrics.intervals import quantile_ns, union_busy
 REPLAY_COLUMNS = [
     "replay", "pid", "tid", "corr_id", "api", "api_start_ns", "api_dur_ns", "device_id",
     "stream_id", "first_start_ns", "last_end_ns", "latency_ns", "span_ns", "busy_ns",
-    "compactness", "nodes", "gaps_ns", "max_gap_ns", "median_gap_ns",
+    "compactness", "nodes", "gaps_ns", "max_gap_ns", "median_gap_ns", "mean_node_ns",
+    "longest_gap_after",
 ]
 
 
@@ -32,8 +33,11 @@ class ReplayResult:
              (api, api_start_ns, api_dur_ns = host time of the call), latency_ns (call start to
              first GPU work), span_ns (first start to last end on the GPU), busy_ns (union of
              the replay's work), compactness (busy / span), nodes (GPU operations seen),
-             gaps_ns / max_gap_ns / median_gap_ns (between consecutive nodes). Launches whose
-             work is not in the trace keep their row with <NA> GPU figures.
+             gaps_ns / max_gap_ns / median_gap_ns (between consecutive nodes), mean_node_ns
+             (busy / nodes), longest_gap_after (kind of the node just before the longest
+             gap: kernel, memcpy or memset; the node after a memset node waits microseconds
+             in a replay). Launches whose work is not in the trace keep their row with <NA>
+             GPU figures.
     summary  metric -> {p50, p99, mean, min, max} over replays with data
     node_level  True when node figures are known (node-granularity trace)
     cost_model  cudaGraphLaunch host time vs node count: {fixed_ns, per_node_ns, n} from a
@@ -65,45 +69,59 @@ def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> R
         first = work.sort_values("start_ns", kind="stable").drop_duplicates(["pid", "corr_id"])
         where = first[["pid", "corr_id", "device_id", "stream_id"]]
         stats = stats.merge(where, on=["pid", "corr_id"], how="left")
-        med = _median_node_gap(work)
-        stats = stats.merge(med, on=["pid", "corr_id"], how="left")
+        stats = stats.merge(_node_gaps(work), on=["pid", "corr_id"], how="left")
         base = base.merge(stats, on=["pid", "corr_id"], how="left")
     else:
         for c in ("device_id", "stream_id", "first_start_ns", "last_end_ns", "span_ns",
-                  "busy_ns", "ops", "gaps_ns", "max_gap_ns", "median_gap_ns"):
+                  "busy_ns", "ops", "gaps_ns", "max_gap_ns", "median_gap_ns",
+                  "longest_gap_after"):
             base[c] = pd.Series([pd.NA] * len(base), dtype="Int64")
     for c in ("device_id", "stream_id", "first_start_ns", "last_end_ns", "span_ns", "busy_ns",
               "ops", "gaps_ns", "max_gap_ns"):
         base[c] = base[c].astype("Int64")
     base["median_gap_ns"] = base["median_gap_ns"].astype("Float64")
+    base["longest_gap_after"] = base["longest_gap_after"].astype("string")
     base["latency_ns"] = base["first_start_ns"] - base["api_start_ns"]
     span = base["span_ns"].astype("Float64")
     base["compactness"] = (base["busy_ns"].astype("Float64") / span.where(span > 0)).astype(
         "Float64")
     base["nodes"] = base["ops"]
+    busy = base["busy_ns"].astype("Float64")
+    nodes = base["nodes"].astype("Float64")
+    base["mean_node_ns"] = (busy / nodes.where(nodes > 0)).astype("Float64")
     if not node_level:
         # Whole-graph rows only: the inside of a replay is not visible.
         for c in ("busy_ns", "nodes", "gaps_ns", "max_gap_ns"):
             base[c] = pd.Series([pd.NA] * len(base), dtype="Int64")
         base["compactness"] = pd.Series([pd.NA] * len(base), dtype="Float64")
-        base["median_gap_ns"] = pd.Series([pd.NA] * len(base), dtype="Float64")
+        for c in ("median_gap_ns", "mean_node_ns"):
+            base[c] = pd.Series([pd.NA] * len(base), dtype="Float64")
+        base["longest_gap_after"] = pd.Series([pd.NA] * len(base), dtype="string")
     replays = base[REPLAY_COLUMNS]
     return ReplayResult(replays=replays, summary=_summary(replays), node_level=node_level,
                         cost_model=_cost_model(replays))
 
 
-def _median_node_gap(work: pd.DataFrame) -> pd.DataFrame:
+def _node_gaps(work: pd.DataFrame) -> pd.DataFrame:
+    """Per replay (pid, corr_id): median gap between nodes, and the kind of the node just
+    before the longest gap (the first such gap on ties; no row for a replay of one node)."""
     w = work.sort_values(["pid", "corr_id", "start_ns"], kind="stable")
     grp = w.groupby(["pid", "corr_id"], sort=False)
     runmax = grp["end_ns"].cummax()
     prev = runmax.groupby([w["pid"], w["corr_id"]], sort=False).shift(1)
     gap = (w["start_ns"] - prev).clip(lower=0)
-    return (w.assign(g=gap).dropna(subset=["g"]).groupby(["pid", "corr_id"])["g"].median()
-            .rename("median_gap_ns").reset_index())
+    before = grp["kind"].shift(1)
+    w = w.assign(g=gap, before=before).dropna(subset=["g"])
+    by = w.groupby(["pid", "corr_id"], sort=True)
+    out = by["g"].median().rename("median_gap_ns").reset_index()
+    after = w.loc[by["g"].idxmax().to_numpy(), ["pid", "corr_id", "before"]]
+    after = after.rename(columns={"before": "longest_gap_after"})
+    after["longest_gap_after"] = after["longest_gap_after"].astype(str)
+    return out.merge(after, on=["pid", "corr_id"], how="left")
 
 
 SUMMARY_METRICS = ("api_dur_ns", "latency_ns", "span_ns", "busy_ns", "compactness", "nodes",
-                   "max_gap_ns", "median_gap_ns")
+                   "max_gap_ns", "median_gap_ns", "mean_node_ns")
 
 
 def _summary(replays: pd.DataFrame) -> dict[str, dict[str, float | None]]:

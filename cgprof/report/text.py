@@ -118,13 +118,40 @@ def _replays(result: Any) -> list[str]:
         ("nodes", "nodes", lambda v: fmt_num(v, 0)),
         ("median_gap_ns", "median node gap us", lambda v: fmt_us(v, 2)),
         ("max_gap_ns", "max node gap us", lambda v: fmt_us(v, 2)),
+        ("mean_node_ns", "mean node us", lambda v: fmt_us(v, 2)),
     ):
         m = s[key]
         rows.append([label, conv(m["p50"]), conv(m["p99"]), conv(m["min"]), conv(m["max"])])
     out.append(table(["", "p50", "p99", "min", "max"], rows))
+    if r.node_level:
+        out += _compactness_hints(r)
     if r.cost_model:
         out.append(f"  launch cost model: {fmt_us(r.cost_model['fixed_ns'], 2)} us + "
                    f"{fmt_us(r.cost_model['per_node_ns'], 3)} us per node")
+    return out
+
+
+#: Replay compactness below which the text report says what holds it back.
+COMPACTNESS_GOAL = 0.9
+
+
+def _compactness_hints(r: Any) -> list[str]:
+    """Why the median replay is under COMPACTNESS_GOAL: short nodes, or a few long waits."""
+    s = r.summary
+    c, d, g = (s[k]["p50"] for k in ("compactness", "mean_node_ns", "median_gap_ns"))
+    if c is None or c >= COMPACTNESS_GOAL or not d or not g:
+        return []
+    goal = COMPACTNESS_GOAL
+    out = [f"  under {goal}: nodes average {fmt_us(d, 2)} us, median gap {fmt_us(g, 2)} us; "
+           f"{goal} at that gap needs {fmt_us(g * goal / (1 - goal), 2)} us per node"]
+    longest = s["max_gap_ns"]["p50"]
+    after = r.replays["longest_gap_after"].dropna()
+    if longest and longest >= 10 * g and len(after):
+        counts = after.value_counts()
+        kind, n = counts.index[0], int(counts.iloc[0])
+        out.append(f"  longest gap {fmt_us(longest, 2)} us (p50) follows a {kind} node in {n} of "
+                   f"{len(r.replays)} replays"
+                   + (" (memset nodes wait microseconds)" if kind == "memset" else ""))
     return out
 
 
