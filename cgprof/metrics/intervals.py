@@ -64,12 +64,16 @@ def union_busy(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     Columns: keys..., ops, first_start_ns, last_end_ns, span_ns, busy_ns, gaps_ns (sum of
     gaps between the group's rows), max_gap_ns, gap_count.
     """
+    return busy_from_gaps(group_gaps(df[keys + ["start_ns", "end_ns"]], keys), keys)
+
+
+def busy_from_gaps(g: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """:func:`union_busy` of rows whose gaps :func:`group_gaps` already found (``g``)."""
     cols = ["ops", "first_start_ns", "last_end_ns", "span_ns", "busy_ns", "gaps_ns",
             "max_gap_ns", "gap_count"]
-    if df.empty:
+    if g.empty:
         return pd.DataFrame({**{k: pd.Series(dtype="int64") for k in keys},
                              **{c: pd.Series(dtype="int64") for c in cols}})
-    g = group_gaps(df[keys + ["start_ns", "end_ns"]], keys)
     g = g.assign(has_gap=(g["gap_ns"] > 0).astype(np.int64))
     agg = g.groupby(keys, sort=True, observed=True).agg(
         ops=("start_ns", "size"),

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import quantile_ns, union_busy
+from cgprof.metrics.intervals import busy_from_gaps, group_gaps, quantile_ns
 
 REPLAY_COLUMNS = [
     "replay", "pid", "tid", "corr_id", "api", "api_start_ns", "api_dur_ns", "device_id",
@@ -34,10 +34,10 @@ class ReplayResult:
              first GPU work), span_ns (first start to last end on the GPU), busy_ns (union of
              the replay's work), compactness (busy / span), nodes (GPU operations seen),
              gaps_ns / max_gap_ns / median_gap_ns (between consecutive nodes), mean_node_ns
-             (busy / nodes), longest_gap_after (kind of the node just before the longest
-             gap: kernel, memcpy or memset; the node after a memset node waits microseconds
-             in a replay). Launches whose work is not in the trace keep their row with <NA>
-             GPU figures.
+             (busy / nodes), longest_gap_after (kind of the node the GPU finished last before
+             the longest gap: kernel, memcpy or memset; the node after a memset node waits
+             microseconds in a replay). Launches whose work is not in the trace keep their
+             row with <NA> GPU figures.
     summary  metric -> {p50, p99, mean, min, max} over replays with data
     node_level  True when node figures are known (node-granularity trace)
     cost_model  cudaGraphLaunch host time vs node count: {fixed_ns, per_node_ns, n} from a
@@ -55,7 +55,8 @@ def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> R
     launches = calls[(calls["family"] == L.GRAPH_LAUNCH) & ~calls["in_capture"]]
     launches = launches.sort_values("start_ns", kind="stable").reset_index(drop=True)
     work = ops[ops["in_graph"]]
-    stats = union_busy(work, ["pid", "corr_id"]) if len(work) else None
+    keys = ["pid", "corr_id"]
+    gaps = group_gaps(work[keys + ["start_ns", "end_ns"]], keys) if len(work) else None
     base = pd.DataFrame({
         "replay": np.arange(len(launches), dtype=np.int64),
         "pid": launches["pid"].to_numpy(dtype=np.int64),
@@ -65,11 +66,12 @@ def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> R
         "api_start_ns": launches["start_ns"].to_numpy(dtype=np.int64),
         "api_dur_ns": launches["dur_ns"].to_numpy(dtype=np.int64),
     })
-    if stats is not None and len(base):
+    if gaps is not None and len(base):
+        stats = busy_from_gaps(gaps, keys)
         first = work.sort_values("start_ns", kind="stable").drop_duplicates(["pid", "corr_id"])
         where = first[["pid", "corr_id", "device_id", "stream_id"]]
         stats = stats.merge(where, on=["pid", "corr_id"], how="left")
-        stats = stats.merge(_node_gaps(work), on=["pid", "corr_id"], how="left")
+        stats = stats.merge(_node_gaps(gaps, work["kind"]), on=keys, how="left")
         base = base.merge(stats, on=["pid", "corr_id"], how="left")
     else:
         for c in ("device_id", "stream_id", "first_start_ns", "last_end_ns", "span_ns",
@@ -102,22 +104,17 @@ def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> R
                         cost_model=_cost_model(replays))
 
 
-def _node_gaps(work: pd.DataFrame) -> pd.DataFrame:
-    """Per replay (pid, corr_id): median gap between nodes, and the kind of the node just
-    before the longest gap (the first such gap on ties; no row for a replay of one node)."""
-    w = work.sort_values(["pid", "corr_id", "start_ns"], kind="stable")
-    grp = w.groupby(["pid", "corr_id"], sort=False)
-    runmax = grp["end_ns"].cummax()
-    prev = runmax.groupby([w["pid"], w["corr_id"]], sort=False).shift(1)
-    gap = (w["start_ns"] - prev).clip(lower=0)
-    before = grp["kind"].shift(1)
-    w = w.assign(g=gap, before=before).dropna(subset=["g"])
-    by = w.groupby(["pid", "corr_id"], sort=True)
-    out = by["g"].median().rename("median_gap_ns").reset_index()
-    after = w.loc[by["g"].idxmax().to_numpy(), ["pid", "corr_id", "before"]]
-    after = after.rename(columns={"before": "longest_gap_after"})
-    after["longest_gap_after"] = after["longest_gap_after"].astype(str)
-    return out.merge(after, on=["pid", "corr_id"], how="left")
+def _node_gaps(gaps: pd.DataFrame, kinds: pd.Series) -> pd.DataFrame:
+    """Per replay (pid, corr_id), from its :func:`group_gaps` rows: the median gap between
+    nodes, and the kind (from ``kinds``, by op label) of the node the GPU finished last before
+    the longest gap (the first such gap on ties). A replay of one node has no row."""
+    inner = gaps[gaps["prev_end_ns"].notna()]  # every node but each replay's first
+    by = inner.groupby(["pid", "corr_id"], sort=True)
+    out = by["gap_ns"].median().astype(np.float64).rename("median_gap_ns").reset_index()
+    longest = inner.loc[by["gap_ns"].idxmax().to_numpy(), ["pid", "corr_id", "prev_idx"]]
+    before = kinds.loc[longest["prev_idx"].to_numpy(dtype=np.int64)].astype(str).to_numpy()
+    longest = longest.drop(columns="prev_idx").assign(longest_gap_after=before)
+    return out.merge(longest, on=["pid", "corr_id"], how="left")
 
 
 SUMMARY_METRICS = ("api_dur_ns", "latency_ns", "span_ns", "busy_ns", "compactness", "nodes",
