@@ -13,7 +13,9 @@
 # With $OUT set, traces/*.sqlite + versions.txt are also packed into $OUT/traces.tgz.
 #
 # Knobs: MLP_STEPS/MLP_WARMUP (default 20/5), CONV_STEPS/CONV_WARMUP (default 10/3),
-# ANALYZE=1 to run `cgprof analyze` on each trace as it is made.
+# ANALYZE=1 to run `cgprof analyze` on each trace as it is made, ONLY="name1 name2" to make
+# just those traces (and their oracles; versions.txt then lists only them, to be merged by
+# hand into the committed one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,6 +63,9 @@ cat "$VERSIONS"
 trace() {
   local name=$1
   shift
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
+    return 0
+  fi
   local cmd=(python3 -m cgprof record -o "traces/$name" --force "$@")
   echo
   echo "=== traces/$name.sqlite: ${cmd[*]}"
@@ -99,12 +104,24 @@ trace resnet18_infer_graph -- "${RUN[@]}" infer --mode graph --model resnet18 \
   --steps "$MLP_STEPS" --warmup "$MLP_WARMUP" --device cuda --seed 0
 trace transformer_train_graph -- "${RUN[@]}" train --mode graph --model transformer \
   --steps "$CONV_STEPS" --warmup "$CONV_WARMUP" --device cuda --seed 0
+# Their eager twins, so the what-if estimate can be checked against a measured speedup.
+trace resnet18_infer_eager -- "${RUN[@]}" infer --mode eager --model resnet18 \
+  --steps "$MLP_STEPS" --warmup "$MLP_WARMUP" --device cuda --seed 0
+trace transformer_train_eager -- "${RUN[@]}" train --mode eager --model transformer \
+  --steps "$CONV_STEPS" --warmup "$CONV_WARMUP" --device cuda --seed 0
 # The same graphed MLP training with --cuda-graph-trace=graph: replayed kernels have no rows
 # of their own there, only one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row per replay.
 trace mlp_train_graph_graphtrace --graph-trace graph -- "${RUN[@]}" train --mode graph "${MLP[@]}"
 # A user's script that knows nothing of cgprof (plain torch.cuda.nvtx ranges); recorded as
 # `cgprof record SCRIPT.py`, so it also runs under the interpreter cgprof runs under.
 trace user_train scripts/examples/user_train.py
+# The same script graphed by hand (torch.cuda.CUDAGraph, still no cgprof): the measured pair.
+trace user_train_graph scripts/examples/user_train.py --graph
+# torch.compile(mode="reduce-overhead"): Inductor's CUDA graph trees, steps marked with a
+# plain `train_step` range; the model compiled with an eager AdamW (a partial graph), and the
+# whole step compiled.
+trace compile_train_model scripts/examples/compile_train.py --compile model
+trace compile_train_step scripts/examples/compile_train.py --compile step
 
 # --- the oracle: what nsys's own reports say about each trace ---------------------------
 # tests/test_oracle.py checks cgprof's kernel, API and NVTX summaries against these CSVs.
