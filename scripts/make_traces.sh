@@ -35,6 +35,10 @@ MADE=()
 
 die() {
   echo "make_traces: FAILED: $*" >&2
+  if [ -n "${OUT:-}" ] && [ "${#MADE[@]}" -gt 0 ]; then
+    tar czf "$OUT/traces.tgz" "${MADE[@]}" "$VERSIONS" traces/expected 2>/dev/null || true
+    echo "make_traces: packed the traces made before the failure into $OUT/traces.tgz" >&2
+  fi
   exit 1
 }
 
@@ -120,8 +124,8 @@ trace user_train_graph scripts/examples/user_train.py --graph
 # torch.compile(mode="reduce-overhead"): Inductor's CUDA graph trees, steps marked with a
 # plain `train_step` range; the model compiled with an eager AdamW (a partial graph), and the
 # whole step compiled.
-trace compile_train_model scripts/examples/compile_train.py --compile model
-trace compile_train_step scripts/examples/compile_train.py --compile step
+trace compile_train_model scripts/examples/compile_train.py --compile model --steps "$MLP_STEPS"
+trace compile_train_step scripts/examples/compile_train.py --compile step --steps "$MLP_STEPS"
 
 # --- the oracle: what nsys's own reports say about each trace ---------------------------
 # tests/test_oracle.py checks cgprof's kernel, API and NVTX summaries against these CSVs.
