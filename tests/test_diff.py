@@ -325,6 +325,13 @@ def test_identity_diff_on_every_trace(path, analysed):
     assert list(every.steps["base_step"]) == list(st["step"])
 
 
+#: Eager traces recorded with cudnn.benchmark on (make_traces.sh): their graphed twin may use
+#: other convolution kernels.
+AUTOTUNED = {"resnet18_infer_eager"}
+#: Eager traces whose graphed twin captured RNG ops (dropout).
+RNG_GRAPHS = {"transformer_train_eager"}
+
+
 def _pairs() -> list[tuple[Path, Path]]:
     """(eager, graph) trace pairs named alike, e.g. resnet_eager.sqlite / resnet_graph.sqlite."""
     out = []
@@ -348,7 +355,24 @@ def test_eager_vs_graphed_pairs(pair, analysed):
     assert (ha["mode"], hb["mode"]) == ("eager", "graph")
     assert len(d.steps) == max(len(d.baseline.steps), len(d.candidate.steps))
     # Steady-state steps run the same kernels, eager or replayed (node-granularity traces).
-    assert not (set(d.work["status"]) & {"missing", "extra", "fewer", "more"})
+    # Exception: traces recorded with cuDNN autotuning on (resnet18_infer, the benchmark's
+    # settings) ran in separate processes whose autotuner may pick other convolution tiles;
+    # the diff must then name only convolution kernels, and as many of them in all.
+    changed = d.work[d.work["status"].isin(["missing", "extra", "fewer", "more"])]
+    if pair[0].stem in RNG_GRAPHS:
+        # CUDAGraph.replay() of a graph that captured RNG ops (the Transformer's dropout)
+        # first fills the graph's philox seed and offset: two int64 fill kernels per replay,
+        # launched outside the graph, which the eager run never needs.
+        fills = changed["name"].str.contains("FillFunctor<long>", regex=False)
+        assert fills.all(), list(changed["name"])
+        assert list(changed["status"]) == ["extra"]
+        assert changed["cand_per_step"].tolist() == [2.0]
+        changed = changed[~fills]
+    if pair[0].stem in AUTOTUNED:
+        assert changed["name"].str.contains("fprop|conv", case=False).all(), list(changed["name"])
+        assert changed["base_instances"].sum() == changed["cand_instances"].sum()
+    else:
+        assert changed.empty, list(changed["name"])
 
 
 # --- the command --------------------------------------------------------------------------------
