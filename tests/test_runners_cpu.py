@@ -543,6 +543,45 @@ def test_shape_cache_evicts_and_recaptures():
     assert sorted(k[0][0] for k in serve.graphs) == [1, 3]
 
 
+def test_replay_fast_path_follows_shape_changes_and_evictions():
+    # the fast path replays the shape replayed last; a new shape, an eviction of that
+    # shape's graph or a padded request must go through the cache again
+    def parts():
+        model = models.build_model("mlp", "tiny", seed=3)
+        return model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    gen = torch.Generator().manual_seed(1)
+    sizes = [4, 4, 4, 2, 2, 2, 4, 4, 4]
+    data = [(torch.randn(n, 16, generator=gen), torch.randint(0, 10, (n,), generator=gen))
+            for n in sizes]
+    model, opt = parts()
+    eager = graphs.EagerTrainStep(model, nn.CrossEntropyLoss(), opt)
+    ref = [eager(x, y).item() for x, y in data]
+    model, opt = parts()
+    step = graphs.GraphedTrainStep(
+        model, nn.CrossEntropyLoss(), opt, warmup_iters=1, max_graphs=1,
+        backend=SimulatedBackend(),
+    )
+    got = [step(x, y).item() for x, y in data]
+    assert got == ref
+    s = step.stats
+    # per shape run: warm-up, capture (the simulated capture runs the step), replays
+    assert (s.warmup_calls, s.captures, s.recaptures, s.evictions, s.replays) == (3, 3, 2, 2, 3)
+
+    serve = graphs.GraphedInference(
+        models.build_model("mlp", "tiny"), buckets=[2, 4], backend=SimulatedBackend()
+    )
+    for n in (4, 4, 3, 4, 2, 3, 3):
+        x = torch.randn(n, 16, generator=gen)
+        out = serve(x)
+        assert out.shape == (n, 10)
+        with torch.no_grad():
+            torch.testing.assert_close(out, serve.model(x), rtol=1e-5, atol=1e-6)
+    entry = serve._entries[((4, 16), torch.float32)]
+    assert torch.equal(entry.static_inputs[3:], torch.zeros(1, 16))  # padded again, last
+    assert (serve.stats.captures, serve.stats.replays) == (2, 5)
+
+
 def test_warns_once_when_recapture_cancels_the_benefit(caplog):
     model = models.build_model("mlp", "tiny")
     sizes = [1 + i % 30 for i in range(90)]
