@@ -154,6 +154,11 @@ class CudaGraphBackend:
             self.pool = pool if pool is not None else torch.cuda.graph_pool_handle()
             self._side = torch.cuda.Stream(self.device)
 
+    @property
+    def side_stream(self) -> torch.cuda.Stream:
+        """The stream warm-up iterations run on (DDP must be constructed under it)."""
+        return self._side
+
     def run_on_side_stream(self, fn: Callable[[], T]) -> T:
         # Warm-up on a side stream, as PyTorch's capture recipe does: work queued on the
         # side stream waits for what the caller queued before it, and the caller's stream
