@@ -285,6 +285,7 @@ def run_ddp(
         cfg, graph_warmup_iters=max(cfg.graph_warmup_iters, DDP_WARMUP_ITERS)
     )
     started_group = False
+    saved_handling = os.environ.get(ASYNC_ERROR_HANDLING)
     if not dist.is_initialized():
         # before the process group (and its NCCL watchdog) starts: see the module docstring
         os.environ[ASYNC_ERROR_HANDLING] = "0"
@@ -306,6 +307,10 @@ def run_ddp(
     finally:
         if started_group:
             dist.destroy_process_group()
+            if saved_handling is None:
+                os.environ.pop(ASYNC_ERROR_HANDLING, None)
+            else:
+                os.environ[ASYNC_ERROR_HANDLING] = saved_handling
     out = DDPResult(env.world_size, backend, cfg.graph_warmup_iters)
     for run, checksum, diff in gathered:
         out.ranks.append(run)
