@@ -699,3 +699,57 @@ def test_bench_runners_reports_a_failed_workload_as_a_json_line_per_repeat():
         ("mlp-infer-b1", 2),
     ]
     assert all("CUDA" in d["error"] for d in lines)
+
+
+def test_bench_runners_vs_hand_flags_are_checked():
+    res = subprocess.run([*BENCH, "--vs-hand", "--rounds", "0"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and "--rounds must be at least 1" in res.stderr
+    res = subprocess.run([*BENCH, "--vs-hand", "--only", "resnet18-infer-var16"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert (
+        "--vs-hand: resnet18-infer-var16 has variable batch sizes, no hand-written twin"
+        in res.stderr
+    )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error line")
+def test_bench_runners_vs_hand_reports_a_failed_workload_once():
+    res = subprocess.run(
+        [*BENCH, "--vs-hand", "--only", "mlp-infer-b1", "--only", "mlp-train-b32",
+         "--rounds", "2", "--steps", "1", "--warmup", "0"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 1
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [(d["workload"], d["vs_hand"]) for d in lines] == [
+        ("mlp-infer-b1", True), ("mlp-train-b32", True),
+    ]
+    assert all("CUDA" in d["error"] for d in lines)
+
+
+def test_vs_hand_line_takes_the_median_of_per_round_ratios():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_runners", BENCH[1])
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    line = bench.vs_hand_line("mlp-infer-b1", [0.200, 0.250, 0.100], [0.196, 0.250, 0.090])
+    assert line == {
+        "workload": "mlp-infer-b1",
+        "vs_hand": True,
+        "basis": "p50 latency",
+        "rounds": 3,
+        "runner_ms": [0.2, 0.25, 0.1],
+        "hand_ms": [0.196, 0.25, 0.09],
+        "ratios": [0.98, 1.0, 0.9],
+        "runner_ms_median": 0.2,
+        "hand_ms_median": 0.196,
+        "ratio": 0.98,
+        "target": 0.98,
+        "met": True,
+    }
+    line = bench.vs_hand_line("mlp-train-b32", [1.0, 1.0], [0.9, 0.96])
+    assert (line["basis"], line["ratio"], line["met"]) == ("mean step time", 0.93, False)
