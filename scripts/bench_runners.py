@@ -409,7 +409,8 @@ def vs_hand(names: list[str], rounds: int, steps: int, warmup: int, seed: int) -
                     torch.cuda.empty_cache()
             except Exception as exc:  # one broken workload must not hide the others
                 errors[name] = f"{type(exc).__name__}: {exc}"
-            print(f"vs-hand {name} round {k + 1}: {time.perf_counter() - t0:.1f} s",
+            got = {who: v[k] for who, v in times[name].items() if len(v) > k}
+            print(f"vs-hand {name} round {k + 1}: {got} ms, {time.perf_counter() - t0:.1f} s",
                   file=sys.stderr, flush=True)
     for name in names:
         if name in errors:
