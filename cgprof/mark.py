@@ -46,13 +46,13 @@ def _get_domain() -> Any:
 
 def push(name: str, payload: int | float | None = None) -> None:
     """Open a push/pop range ``name`` in domain ``cgprof`` on this thread."""
-    domain = _get_domain()
+    domain = _domain if _domain is not None else _get_domain()
     domain.push_range(domain.get_event_attributes(name, None, None, payload))
 
 
 def pop() -> None:
     """Close the innermost range opened by :func:`push` on this thread."""
-    _get_domain().pop_range()
+    (_domain if _domain is not None else _get_domain()).pop_range()
 
 
 class region:  # noqa: N801 - used like a function: ``with mark.region("forward"):``

@@ -12,15 +12,18 @@
 #    graphed speedup, eager-vs-graphed loss equality on both ranks, parameters in sync.
 #    Tables go to the log, JSON to $DEST/ddp_{resnet18,transformer}_b*.json.
 # 2. Traces: `cgprof record -- torchrun --nproc-per-node 2 ...` (nsys follows torchrun's
-#    worker processes: all ranks in one report), $TRACE_MODEL (default resnet18) eager and
-#    graphed, $TRACE_STEPS after $TRACE_WARMUP (default 4 after 12: the graph needs 11
-#    DDP-enabled warm-up iterations before its capture), --no-cudnn-benchmark so the two
-#    launches run the same kernels. Writes traces/ddp_${TRACE_MODEL}_train_{eager,graph}.sqlite
-#    (each must stay under 2 MB: lower TRACE_STEPS if not), their `nsys stats` oracles in
+#    worker processes: all ranks in one report), $TRACE_MODEL (default mlp) eager and
+#    graphed, --no-cudnn-benchmark so the two launches run the same kernels. Eager: 6 steps
+#    after 3 warm-up; graphed: 3 steps after 12 warm-up (the graph needs 11 DDP-enabled
+#    eager warm-up iterations before its capture, and they are recorded too). Each file
+#    must stay under 2 MB: a DDP rank-step of ResNet-18 training takes ~100 KB of SQLite
+#    (16 steps x 2 ranks made 3.2 MB), of the MLP about half, hence the MLP. Writes
+#    traces/ddp_${TRACE_MODEL}_train_{eager,graph}.sqlite, their `nsys stats` oracles in
 #    traces/expected/, `cgprof analyze` of each, and `cgprof diff` HTML into $DEST.
 # With $OUT set (the device machine), DEST=$OUT and everything is also packed into
 # $OUT/ddp_traces.tgz; the whole log is tee'd to $DEST/make_ddp_traces.log.
-# Knobs: STEPS, WARMUP, TRACE_MODEL, TRACE_STEPS, TRACE_WARMUP, FIGURES=0 (traces only).
+# Knobs: STEPS, WARMUP, TRACE_MODEL, EAGER_STEPS/EAGER_WARMUP, GRAPH_STEPS/GRAPH_WARMUP,
+# FIGURES=0 (traces only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,9 +35,11 @@ exec > >(tee "$DEST/make_ddp_traces.log") 2>&1
 
 STEPS=${STEPS:-200}
 WARMUP=${WARMUP:-20}
-TRACE_MODEL=${TRACE_MODEL:-resnet18}
-TRACE_STEPS=${TRACE_STEPS:-4}
-TRACE_WARMUP=${TRACE_WARMUP:-12}
+TRACE_MODEL=${TRACE_MODEL:-mlp}
+EAGER_STEPS=${EAGER_STEPS:-6}
+EAGER_WARMUP=${EAGER_WARMUP:-3}
+GRAPH_STEPS=${GRAPH_STEPS:-3}
+GRAPH_WARMUP=${GRAPH_WARMUP:-12}
 FIGURES=${FIGURES:-1}
 MAX_BYTES=$((2 * 1024 * 1024))
 
@@ -77,16 +82,21 @@ fi
 MADE=()
 for mode in eager graph; do
   name=ddp_${TRACE_MODEL}_train_$mode
+  if [ "$mode" = eager ]; then
+    counts=(--steps "$EAGER_STEPS" --warmup "$EAGER_WARMUP")
+  else
+    counts=(--steps "$GRAPH_STEPS" --warmup "$GRAPH_WARMUP")
+  fi
   cmd=(python3 -m cgprof record -o "traces/$name" --force -- "${TORCHRUN[@]}"
-       -m cgprof run train --ddp --mode "$mode" --model "$TRACE_MODEL"
-       --steps "$TRACE_STEPS" --warmup "$TRACE_WARMUP" --seed 0 --no-cudnn-benchmark)
+       -m cgprof run train --ddp --mode "$mode" --model "$TRACE_MODEL" "${counts[@]}"
+       --seed 0 --no-cudnn-benchmark)
   echo
   echo "=== traces/$name.sqlite: ${cmd[*]}"
   "${cmd[@]}" || die "cgprof record of $name failed (see above)"
   size=$(stat -c %s "traces/$name.sqlite")
   echo "traces/$name.sqlite: $size bytes"
   [ "$size" -le "$MAX_BYTES" ] \
-    || die "traces/$name.sqlite is $size bytes, over 2 MB: lower TRACE_STEPS"
+    || die "traces/$name.sqlite is $size bytes, over 2 MB: lower ${mode^^}_STEPS"
   echo "  $name.sqlite: ${cmd[*]}" >> "$DEST/ddp_commands.txt"
   MADE+=("traces/$name.sqlite")
   for report in cuda_gpu_kern_sum cuda_api_sum nvtx_sum; do

@@ -452,9 +452,12 @@ def _train(
 
     def one(i: int) -> None:
         x, y = data[i % len(data)]
-        with mark.step(i):
+        mark.push(mark.STEP, i)  # mark.step(i), as bare push/pop (see workloads)
+        try:
             step(x, y, i)
             sync()
+        finally:
+            mark.pop()
 
     durations_ns = workloads._loop(mode, cfg, one)
     out = workloads._mode_result(mode, cfg, durations_ns, cfg.batch * cfg.steps)
