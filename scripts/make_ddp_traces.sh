@@ -19,7 +19,8 @@
 #    must stay under 2 MB: a DDP rank-step of ResNet-18 training takes ~100 KB of SQLite
 #    (16 steps x 2 ranks made 3.2 MB), of the MLP about half, hence the MLP. Writes
 #    traces/ddp_${TRACE_MODEL}_train_{eager,graph}.sqlite, their `nsys stats` oracles in
-#    traces/expected/, `cgprof analyze` of each, and `cgprof diff` HTML into $DEST.
+#    traces/expected/, `cgprof analyze` of each (in the log), and `cgprof diff` HTML into
+#    $DEST. $DEST gets 5 files (log, 2 JSON, HTML, tgz): within what the device returns.
 # With $OUT set (the device machine), DEST=$OUT and everything is also packed into
 # $OUT/ddp_traces.tgz; the whole log is tee'd to $DEST/make_ddp_traces.log.
 # Knobs: STEPS, WARMUP, TRACE_MODEL, EAGER_STEPS/EAGER_WARMUP, GRAPH_STEPS/GRAPH_WARMUP,
@@ -97,7 +98,7 @@ for mode in eager graph; do
   echo "traces/$name.sqlite: $size bytes"
   [ "$size" -le "$MAX_BYTES" ] \
     || die "traces/$name.sqlite is $size bytes, over 2 MB: lower ${mode^^}_STEPS"
-  echo "  $name.sqlite: ${cmd[*]}" >> "$DEST/ddp_commands.txt"
+  echo "make_ddp_traces: command of $name.sqlite: ${cmd[*]}"
   MADE+=("traces/$name.sqlite")
   for report in cuda_gpu_kern_sum cuda_api_sum nvtx_sum; do
     "$NSYS" stats --report "$report" --format csv --force-export=false \
@@ -105,14 +106,12 @@ for mode in eager graph; do
       || die "nsys stats -r $report traces/$name.sqlite failed"
     mv "traces/expected/${name}_${report}.csv" "traces/expected/$name.$report.csv"
   done
-  python3 -m cgprof analyze "traces/$name.sqlite" | tee "$DEST/$name.analyze.txt" \
-    || die "cgprof analyze traces/$name.sqlite failed"
+  python3 -m cgprof analyze "traces/$name.sqlite" || die "cgprof analyze traces/$name.sqlite failed"
 done
 echo
 echo "=== cgprof diff eager -> graph"
 python3 -m cgprof diff "${MADE[0]}" "${MADE[1]}" --labels eager,graph \
-  -o "$DEST/ddp_${TRACE_MODEL}_diff.html" | tee "$DEST/ddp_${TRACE_MODEL}_diff.txt" \
-  || die "cgprof diff failed"
+  -o "$DEST/ddp_${TRACE_MODEL}_diff.html" || die "cgprof diff failed"
 
 if [ -n "${OUT:-}" ]; then
   # the JSON, text and HTML outputs are in $OUT already (DEST); the traces travel packed
