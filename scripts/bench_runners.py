@@ -5,6 +5,7 @@
     python3 scripts/bench_runners.py --only mlp-train-b32 --steps 50
     python3 scripts/bench_runners.py --breakdown     # also: where the MLP step's time goes
     python3 scripts/bench_runners.py --repeat 3      # each workload 3 times (eager varies)
+    python3 scripts/bench_runners.py --vs-hand       # runner's graphed step vs hand-written
 
 Each workload runs eager then graphed in one process from the same seed (cgprof.runners,
 ``mode="both"``), ``--warmup`` untimed steps then ``--steps`` timed ones. Times are host
@@ -28,12 +29,27 @@ inside the graph), and with TF32 matmuls (not used by the runners: a numerics ch
 ``replay_gpu_ms`` is the GPU time of one replay (back-to-back replays between two CUDA
 events), ``host_overhead_ms`` what the timed step adds to it (input copies, launch,
 synchronize). One more line times ResNet-18 training with NHWC tensors.
+
+``--vs-hand`` measures the runners' own overhead instead: for each fixed-shape workload, in
+one process, the runner's graphed step (``cgprof run``'s loop: ``GraphedTrainStep`` /
+``GraphedInference``, NVTX ranges, counters) against a minimal hand-written capture of the
+same model, batches and optimizer (warm-up on a side stream, static buffers filled with
+``copy_``, one ``torch.cuda.graph`` capture, ``replay()``), both timed by the same loop
+(host wall time per step ending with ``torch.cuda.synchronize()``). The hand-written
+training step logs its loss on the device inside the graph exactly as the runner does
+(same two kernels), so both replay the same GPU work. ``--rounds`` (default 3) rounds run
+the two alternately (runner first in odd rounds, hand-written first in even ones); one JSON
+line per workload gives every round's times, ``ratio`` = the median over rounds of
+hand/runner (mean step time for training, p50 for inference; 1.0: no overhead), and
+``met`` = ratio >= ``target`` (0.98). The variable-batch workload has no hand-written
+counterpart and is left out.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from typing import Any
@@ -243,6 +259,168 @@ def breakdown(steps: int, warmup: int, seed: int) -> list[dict[str, object]]:
     return lines
 
 
+#: The runner's graphed step must reach this fraction of the hand-written step's speed.
+VS_HAND_TARGET = 0.98
+#: Eager warm-up iterations before the hand-written capture (the runners' defaults).
+HAND_WARMUP_ITERS = {"train": 3, "infer": 2}
+
+
+def hand_graphed(name: str, steps: int, warmup: int, seed: int) -> float:
+    """Minimal hand-written capture of workload ``name``; its step time in ms.
+
+    Mean step time (train) or p50 latency (infer) over ``steps`` timed replays after
+    ``warmup`` untimed ones, with the runners' settings (fused optimizer, cudnn.benchmark,
+    channels-last for conv inference) and the same model, data and seed.
+    """
+    import torch
+    from torch import nn
+
+    from cgprof.runners import models
+    from cgprof.runners.config import DEFAULT_OPTIMIZER
+    from cgprof.runners.timing import summarize
+
+    task, model_name, batch, variable, _ = WORKLOADS[name]
+    assert not variable
+    spec = models.spec(model_name)
+    layout = (
+        torch.channels_last if task == "infer" and spec.convolutional else torch.contiguous_format
+    )
+    total = warmup + steps
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True
+    try:
+        model = models.build_model(model_name, seed=seed).cuda()
+        if layout == torch.channels_last:
+            model = model.to(memory_format=layout)  # type: ignore[call-overload]
+        data = models.make_batches(
+            spec, batch, min(total, 16), seed=seed, device="cuda", memory_format=layout
+        )
+        sx = torch.empty_like(data[0][0])  # keeps the batch's memory format
+        sy = torch.empty_like(data[0][1])
+        torch.manual_seed(seed)
+        side = torch.cuda.Stream()
+        graph = torch.cuda.CUDAGraph()
+        if task == "train":
+            opt = models.make_optimizer(
+                DEFAULT_OPTIMIZER[model_name], list(model.parameters()), capturable=True, fused=True
+            )
+            loss_fn = nn.CrossEntropyLoss()
+            log = torch.zeros(HAND_WARMUP_ITERS[task] + total, device="cuda")
+            slot = torch.zeros(1, dtype=torch.long, device="cuda")
+
+            def work() -> None:
+                opt.zero_grad(set_to_none=True)
+                loss = loss_fn(model(sx), sy)
+                loss.backward()
+                opt.step()
+                log.index_copy_(0, slot, loss.detach().reshape(1))
+                slot.add_(1)
+
+            model.train()
+        else:
+            model.eval()
+
+            def work() -> None:
+                with torch.no_grad():
+                    model(sx)
+
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for i in range(HAND_WARMUP_ITERS[task]):
+                sx.copy_(data[i % len(data)][0])
+                sy.copy_(data[i % len(data)][1])
+                work()
+        torch.cuda.current_stream().wait_stream(side)
+        if task == "train":
+            opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            work()
+        torch.cuda.synchronize()
+        times = []
+        for i in range(total):
+            x, y = data[i % len(data)]
+            t0 = time.perf_counter_ns()
+            sx.copy_(x)
+            if task == "train":
+                sy.copy_(y)
+            graph.replay()
+            torch.cuda.synchronize()
+            if i >= warmup:
+                times.append(time.perf_counter_ns() - t0)
+        stats = summarize(times)
+        return stats.mean_ms if task == "train" else stats.p50_ms
+    finally:
+        torch.backends.cudnn.benchmark = saved
+
+
+def runner_graphed(name: str, steps: int, warmup: int, seed: int) -> float:
+    """The runner's graphed step time of workload ``name`` in ms (mean: train, p50: infer)."""
+    task, model, batch, variable, _ = WORKLOADS[name]
+    cfg = RunConfig(
+        task, model, mode="graph", batch=batch, steps=steps, warmup=warmup, device="cuda",
+        seed=seed, variable=variable,
+    )
+    graph = run_workload(cfg).modes["graph"]
+    if graph.fallbacks or graph.captures != 1:
+        raise RuntimeError(f"{name}: the runner did not replay one graph ({graph.fallback_reason})")
+    return graph.mean_ms if task == "train" else graph.p50_ms
+
+
+def vs_hand_line(name: str, runner_ms: list[float], hand_ms: list[float]) -> dict[str, object]:
+    """One ``--vs-hand`` JSON line from every round's times (runner and hand, in ms)."""
+    task = WORKLOADS[name][0]
+    ratios = [h / r for h, r in zip(hand_ms, runner_ms, strict=True)]
+    ratio = statistics.median(ratios)
+    return {
+        "workload": name,
+        "vs_hand": True,
+        "basis": "mean step time" if task == "train" else "p50 latency",
+        "rounds": len(ratios),
+        "runner_ms": [round(v, 4) for v in runner_ms],
+        "hand_ms": [round(v, 4) for v in hand_ms],
+        "ratios": [round(v, 4) for v in ratios],
+        "runner_ms_median": round(statistics.median(runner_ms), 4),
+        "hand_ms_median": round(statistics.median(hand_ms), 4),
+        "ratio": round(ratio, 4),
+        "target": VS_HAND_TARGET,
+        "met": ratio >= VS_HAND_TARGET,
+    }
+
+
+def vs_hand(names: list[str], rounds: int, steps: int, warmup: int, seed: int) -> bool:
+    """Print one ``--vs-hand`` line per workload; True if every workload ran."""
+    import gc
+
+    import torch
+
+    times: dict[str, dict[str, list[float]]] = {n: {"runner": [], "hand": []} for n in names}
+    errors: dict[str, str] = {}
+    for k in range(rounds):
+        for name in names:
+            if name in errors:
+                continue
+            order = ("runner", "hand") if k % 2 == 0 else ("hand", "runner")
+            t0 = time.perf_counter()
+            try:
+                for who in order:
+                    fn = runner_graphed if who == "runner" else hand_graphed
+                    times[name][who].append(fn(name, steps, warmup, seed))
+                    gc.collect()
+                    torch.cuda.empty_cache()
+            except Exception as exc:  # one broken workload must not hide the others
+                errors[name] = f"{type(exc).__name__}: {exc}"
+            got = {who: v[k] for who, v in times[name].items() if len(v) > k}
+            print(f"vs-hand {name} round {k + 1}: {got} ms, {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr, flush=True)
+    for name in names:
+        if name in errors:
+            line: dict[str, object] = {"workload": name, "vs_hand": True, "error": errors[name]}
+        else:
+            line = vs_hand_line(name, times[name]["runner"], times[name]["hand"])
+        print(json.dumps(line), flush=True)
+    return not errors
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="timed steps per mode")
@@ -262,9 +440,27 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also print diagnostic lines: where the graphed MLP step's time goes",
     )
+    parser.add_argument(
+        "--vs-hand",
+        action="store_true",
+        help="compare each runner's graphed step with a minimal hand-written capture "
+        f"(target ratio >= {VS_HAND_TARGET})",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="--vs-hand: interleaved rounds (default 3)"
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    if args.vs_hand:
+        fixed = [n for n in WORKLOADS if not WORKLOADS[n][3]]
+        for name in args.only or []:
+            if name not in fixed:
+                parser.error(f"--vs-hand: {name} has variable batch sizes, no hand-written twin")
+        ok = vs_hand(args.only or fixed, args.rounds, args.steps, args.warmup, args.seed)
+        return 0 if ok else 1
     failed = False
     for k in range(args.repeat):
         for name in args.only or list(WORKLOADS):

@@ -44,6 +44,7 @@ def test_help_lists_the_options_without_importing_torch():
         "--fused-optimizer / --foreach-optimizer",
         "--cudnn-benchmark / --no-cudnn-benchmark",
         "--channels-last / --no-channels-last",
+        "--ddp",
     ):
         assert flag in proc.stdout
 

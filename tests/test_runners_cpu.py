@@ -543,6 +543,45 @@ def test_shape_cache_evicts_and_recaptures():
     assert sorted(k[0][0] for k in serve.graphs) == [1, 3]
 
 
+def test_replay_fast_path_follows_shape_changes_and_evictions():
+    # the fast path replays the shape replayed last; a new shape, an eviction of that
+    # shape's graph or a padded request must go through the cache again
+    def parts():
+        model = models.build_model("mlp", "tiny", seed=3)
+        return model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    gen = torch.Generator().manual_seed(1)
+    sizes = [4, 4, 4, 2, 2, 2, 4, 4, 4]
+    data = [(torch.randn(n, 16, generator=gen), torch.randint(0, 10, (n,), generator=gen))
+            for n in sizes]
+    model, opt = parts()
+    eager = graphs.EagerTrainStep(model, nn.CrossEntropyLoss(), opt)
+    ref = [eager(x, y).item() for x, y in data]
+    model, opt = parts()
+    step = graphs.GraphedTrainStep(
+        model, nn.CrossEntropyLoss(), opt, warmup_iters=1, max_graphs=1,
+        backend=SimulatedBackend(),
+    )
+    got = [step(x, y).item() for x, y in data]
+    assert got == ref
+    s = step.stats
+    # per shape run: warm-up, capture (the simulated capture runs the step), replays
+    assert (s.warmup_calls, s.captures, s.recaptures, s.evictions, s.replays) == (3, 3, 2, 2, 3)
+
+    serve = graphs.GraphedInference(
+        models.build_model("mlp", "tiny"), buckets=[2, 4], backend=SimulatedBackend()
+    )
+    for n in (4, 4, 3, 4, 2, 3, 3):
+        x = torch.randn(n, 16, generator=gen)
+        out = serve(x)
+        assert out.shape == (n, 10)
+        with torch.no_grad():
+            torch.testing.assert_close(out, serve.model(x), rtol=1e-5, atol=1e-6)
+    entry = serve._entries[((4, 16), torch.float32)]
+    assert torch.equal(entry.static_inputs[3:], torch.zeros(1, 16))  # padded again, last
+    assert (serve.stats.captures, serve.stats.replays) == (2, 5)
+
+
 def test_warns_once_when_recapture_cancels_the_benefit(caplog):
     model = models.build_model("mlp", "tiny")
     sizes = [1 + i % 30 for i in range(90)]
@@ -660,3 +699,57 @@ def test_bench_runners_reports_a_failed_workload_as_a_json_line_per_repeat():
         ("mlp-infer-b1", 2),
     ]
     assert all("CUDA" in d["error"] for d in lines)
+
+
+def test_bench_runners_vs_hand_flags_are_checked():
+    res = subprocess.run([*BENCH, "--vs-hand", "--rounds", "0"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and "--rounds must be at least 1" in res.stderr
+    res = subprocess.run([*BENCH, "--vs-hand", "--only", "resnet18-infer-var16"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert (
+        "--vs-hand: resnet18-infer-var16 has variable batch sizes, no hand-written twin"
+        in res.stderr
+    )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error line")
+def test_bench_runners_vs_hand_reports_a_failed_workload_once():
+    res = subprocess.run(
+        [*BENCH, "--vs-hand", "--only", "mlp-infer-b1", "--only", "mlp-train-b32",
+         "--rounds", "2", "--steps", "1", "--warmup", "0"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 1
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [(d["workload"], d["vs_hand"]) for d in lines] == [
+        ("mlp-infer-b1", True), ("mlp-train-b32", True),
+    ]
+    assert all("CUDA" in d["error"] for d in lines)
+
+
+def test_vs_hand_line_takes_the_median_of_per_round_ratios():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_runners", BENCH[1])
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    line = bench.vs_hand_line("mlp-infer-b1", [0.200, 0.250, 0.100], [0.196, 0.250, 0.090])
+    assert line == {
+        "workload": "mlp-infer-b1",
+        "vs_hand": True,
+        "basis": "p50 latency",
+        "rounds": 3,
+        "runner_ms": [0.2, 0.25, 0.1],
+        "hand_ms": [0.196, 0.25, 0.09],
+        "ratios": [0.98, 1.0, 0.9],
+        "runner_ms_median": 0.2,
+        "hand_ms_median": 0.196,
+        "ratio": 0.98,
+        "target": 0.98,
+        "met": True,
+    }
+    line = bench.vs_hand_line("mlp-train-b32", [1.0, 1.0], [0.9, 0.96])
+    assert (line["basis"], line["ratio"], line["met"]) == ("mean step time", 0.93, False)

@@ -82,6 +82,12 @@ from cgprof.runners.config import DEVICES, MODELS, MODES, OPTIMIZERS, SIZES, TAS
     help="Also write the results as JSON here.",
 )
 @click.option("--force", is_flag=True, help="Overwrite the --json file if it exists.")
+@click.option(
+    "--ddp",
+    is_flag=True,
+    help="train under torchrun: DistributedDataParallel, one graph per rank; rank 0 prints "
+    "every rank's results (docs/runners.md).",
+)
 def command(
     task: str,
     model: str,
@@ -99,6 +105,7 @@ def command(
     channels_last: bool | None,
     json_path: Path | None,
     force: bool,
+    ddp: bool,
 ) -> None:
     """Run a built-in TASK (train or infer) eager and graphed; compare step times.
 
@@ -127,6 +134,9 @@ def command(
         config.resolved()  # every check that needs no torch, before torch is imported
         if json_path is not None and json_path.exists() and not force:
             raise OutputExistsError(json_path)
+        if ddp:
+            _run_ddp(config, json_path)
+            return
         from cgprof.runners import format_table, run_workload
 
         result = run_workload(config)
@@ -135,4 +145,27 @@ def command(
     click.echo(format_table(result), nl=False)
     if json_path is not None:
         json_path.write_text(result.to_json())
+        click.echo(f"wrote {json_path}")
+
+
+def _run_ddp(config: RunConfig, json_path: Path | None) -> None:
+    """`--ddp`: every rank runs; rank 0 alone prints and writes the gathered results."""
+    import os
+
+    from cgprof.runners.ddp import check_config, dist_env, format_ddp_table, run_ddp
+
+    check_config(config)
+    env = dist_env()
+    result = run_ddp(config)
+    if env.rank != 0:
+        return
+    click.echo(format_ddp_table(result), nl=False)
+    if json_path is not None:
+        # written under a temporary name and renamed: a failed write leaves no half file
+        tmp = json_path.with_name(f".{json_path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(result.to_json())
+            os.replace(tmp, json_path)
+        finally:
+            tmp.unlink(missing_ok=True)
         click.echo(f"wrote {json_path}")
