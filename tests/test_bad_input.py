@@ -61,8 +61,8 @@ def test_not_sqlite(tmp_path):
     assert _digest(p) == before
 
 
-def test_truncated_sqlite(tmp_path, samples_dir):
-    p = write_truncated_copy(samples_dir / "mlp8_node.sqlite", tmp_path / "cut.sqlite")
+def test_truncated_sqlite(tmp_path, traces_dir):
+    p = write_truncated_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "cut.sqlite")
     before = _digest(p)
     code, out = _analyze(p)
     assert code == 1
@@ -72,10 +72,10 @@ def test_truncated_sqlite(tmp_path, samples_dir):
     assert _digest(p) == before
 
 
-def test_corrupt_page_in_the_middle(tmp_path, samples_dir):
+def test_corrupt_page_in_the_middle(tmp_path, traces_dir):
     # Garbage over the pages that hold the tables, header and schema intact.
     p = tmp_path / "corrupt.sqlite"
-    shutil.copyfile(samples_dir / "mlp8_node.sqlite", p)
+    shutil.copyfile(traces_dir / "mlp_train_graph.sqlite", p)
     p.chmod(0o644)
     data = bytearray(p.read_bytes())
     for off in range(8192, len(data), 4096):
@@ -137,9 +137,9 @@ def test_library_raises_trace_error(tmp_path):
         cgprof.load(tmp_path / "missing.sqlite")
 
 
-def test_real_trace_is_opened_read_only(tmp_path, samples_dir):
+def test_real_trace_is_opened_read_only(tmp_path, traces_dir):
     p = tmp_path / "ro.sqlite"
-    shutil.copyfile(samples_dir / "mlp8_node.sqlite", p)
+    shutil.copyfile(traces_dir / "mlp_train_graph.sqlite", p)
     p.chmod(0o444)
     before = _digest(p)
     cgprof.analyze(p)
@@ -148,22 +148,22 @@ def test_real_trace_is_opened_read_only(tmp_path, samples_dir):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["ro.sqlite"]
 
 
-def test_one_bad_file_among_several_fails_cleanly(tmp_path, samples_dir):
-    res = CliRunner().invoke(main, ["analyze", str(samples_dir / "mlp8_node.sqlite"),
+def test_one_bad_file_among_several_fails_cleanly(tmp_path, traces_dir):
+    res = CliRunner().invoke(main, ["analyze", str(traces_dir / "mlp_train_graph.sqlite"),
                                     str(tmp_path / "missing.sqlite")])
     assert res.exit_code == 1
     assert res.output.splitlines()[-1] == f"Error: {tmp_path / 'missing.sqlite'}: no such file"
 
 
-def test_json_output_not_overwritten_without_force(tmp_path, samples_dir):
+def test_json_output_not_overwritten_without_force(tmp_path, traces_dir):
     out = tmp_path / "r.json"
     out.write_text("keep me")
-    res = CliRunner().invoke(main, ["analyze", str(samples_dir / "mlp8_node.sqlite"),
+    res = CliRunner().invoke(main, ["analyze", str(traces_dir / "mlp_train_graph.sqlite"),
                                     "--json", str(out)])
     assert res.exit_code == 1
     assert res.output == f"Error: {out} exists; will not overwrite without --force\n"
     assert out.read_text() == "keep me"
-    res = CliRunner().invoke(main, ["analyze", str(samples_dir / "mlp8_node.sqlite"),
+    res = CliRunner().invoke(main, ["analyze", str(traces_dir / "mlp_train_graph.sqlite"),
                                     "--json", str(out), "--force"])
     assert res.exit_code == 0
     assert out.read_text().startswith("{")
