@@ -194,8 +194,8 @@ def test_single_page_graph_granularity():
 
 def test_analyze_html_command(tmp_path):
     out = tmp_path / "r.html"
-    res = CliRunner().invoke(main, ["analyze", str(TRACES / "mlp_train_graph_graphtrace.sqlite"), "--html",
-                                    str(out)])
+    trace = TRACES / "mlp_train_graph_graphtrace.sqlite"
+    res = CliRunner().invoke(main, ["analyze", str(trace), "--html", str(out)])
     assert res.exit_code == 0, res.output
     assert res.output.endswith(f"wrote {out}\n")
     page = out.read_text()
