@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
+from cgprof import validate as V
 from cgprof.errors import TraceError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -222,6 +223,14 @@ def _column(values: tuple) -> object:
     return np.array(values, dtype=object)
 
 
+def _required(df: pd.DataFrame, table: str) -> None:
+    """start/end are NOT NULL in every nsys export: a NULL there means a damaged file."""
+    for c in ("start_ns", "end_ns"):
+        n = int(df[c].isna().sum())
+        if n:
+            raise V.DamagedColumn(table, c.removesuffix("_ns"), f"is NULL in {n} rows")
+
+
 def _int(df: pd.DataFrame, cols: list[str]) -> None:
     """Columns that must be present in every row: plain int64."""
     for c in cols:
@@ -277,6 +286,7 @@ def _load_kernels(conn, tables, strings) -> pd.DataFrame:
             _icol(cols, "globalPid", "0"), _icol(cols, "demangledName"),
             _icol(cols, "shortName"), _icol(cols, "graphNodeId"), _icol(cols, "graphId")],
             S.KERNEL, names)
+        _required(df, S.KERNEL)
     _int(df, ["start_ns", "end_ns", "device_id", "stream_id", "corr_id", "global_pid"])
     _nullable(df, ["graph_node_id", "graph_id"])
     df["pid"] = _pid_from_global(df["global_pid"])
@@ -298,6 +308,7 @@ def _load_runtime(conn, tables, strings) -> pd.DataFrame:
             _icol(cols, "start"), _icol(cols, "end"), _icol(cols, "eventClass", "0"),
             _icol(cols, "globalTid", "0"), _icol(cols, "correlationId", "0"),
             _icol(cols, "nameId")], S.RUNTIME, names)
+        _required(df, S.RUNTIME)
     _int(df, ["start_ns", "end_ns", "event_class", "global_tid", "corr_id"])
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
@@ -328,6 +339,7 @@ def _load_gpu_ops(conn, tables, table: str, extra: list[tuple[str, str, str]]) -
                  _icol(cols, "globalPid", "0")]
         parts += [_icol(cols, src, default) for src, _, default in extra]
         df = _query_ints(conn, parts, table, names)
+        _required(df, table)
     _int(df, base)
     df["pid"] = _pid_from_global(df["global_pid"])
     df = df.drop(columns=["global_pid"])
@@ -427,12 +439,26 @@ def load(path: str | Path, progress: Progress | None = None) -> Trace:
                 f"{path}: is SQLite but not an Nsight Systems export ({shown}); "
                 f"make one with `nsys export --type sqlite` or `cgprof record`"
             )
+        V.check_tables(path, tables)
         try:
             trace = _load_tables(conn, path, tables, say)
         except sqlite3.DatabaseError as exc:
             raise TraceError(
                 f"{path}: cannot read SQLite ({exc}); is the file truncated or corrupt?"
             ) from None
+        except V.DamagedColumn as exc:
+            raise V.damaged(path, str(exc)) from None
+        except (ValueError, TypeError, OverflowError) as exc:
+            # A value no nsys export holds (text in a number column, ...): name the cell.
+            try:
+                cell = V.find_non_integer(conn, tables)
+            except sqlite3.DatabaseError:
+                cell = None
+            if cell is None:
+                raise V.damaged(path, f"cannot read its tables ({exc})") from None
+            table, col, value = cell
+            raise V.damaged(path, f"{table}.{col} holds {str(value)[:40]!r} where nsys "
+                                  "writes an integer") from None
     finally:
         conn.close()
     if trace.kernels.empty and trace.runtime.empty and trace.graph_trace.empty and (
@@ -442,6 +468,7 @@ def load(path: str | Path, progress: Progress | None = None) -> Trace:
             f"{path}: contains no CUDA or NVTX events; was it recorded with "
             f"`nsys profile --trace=cuda,nvtx` (or `cgprof record`)?"
         )
+    V.validate(trace)
     return trace
 
 
