@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from cgprof.errors import CgprofError, OutputExistsError
+from cgprof.errors import CgprofError
+from cgprof.report.output import check_writable, write_atomic
 from cgprof.runners.config import DEVICES, MODELS, MODES, OPTIMIZERS, SIZES, TASKS, RunConfig
 
 
@@ -125,14 +126,14 @@ def command(
             channels_last=channels_last,
         )
         config.resolved()  # every check that needs no torch, before torch is imported
-        if json_path is not None and json_path.exists() and not force:
-            raise OutputExistsError(json_path)
+        if json_path is not None:
+            check_writable(json_path, force)
         from cgprof.runners import format_table, run_workload
 
         result = run_workload(config)
+        click.echo(format_table(result), nl=False)
+        if json_path is not None:
+            write_atomic(json_path, result.to_json(), force)
+            click.echo(f"wrote {json_path}")
     except CgprofError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(format_table(result), nl=False)
-    if json_path is not None:
-        json_path.write_text(result.to_json())
-        click.echo(f"wrote {json_path}")
