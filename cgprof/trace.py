@@ -223,9 +223,10 @@ def _column(values: tuple) -> object:
     return np.array(values, dtype=object)
 
 
-def _required(df: pd.DataFrame, table: str) -> None:
+def _required(df: pd.DataFrame, table: str, cols: tuple[str, ...] = ("start_ns", "end_ns")
+              ) -> None:
     """start/end are NOT NULL in every nsys export: a NULL there means a damaged file."""
-    for c in ("start_ns", "end_ns"):
+    for c in cols:
         n = int(df[c].isna().sum())
         if n:
             raise V.DamagedColumn(table, c.removesuffix("_ns"), f"is NULL in {n} rows")
@@ -362,12 +363,13 @@ def _load_nvtx(conn, tables, strings) -> pd.DataFrame:
             _col(cols, "uint64Value", "b"), _col(cols, "int32Value", "c"),
             _col(cols, "uint32Value", "d")]) + f" FROM {S.NVTX}")
         df = _query(conn, sql, names)
+        _required(df, S.NVTX, ("start_ns",))  # end is NULL for an unterminated range
     _int(df, ["start_ns", "event_type", "global_tid", "domain_id"])
     _nullable(df, ["end_ns", "end_global_tid", "range_id"])
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
     # The message is a registered string (textId) or inline text (S2: coalesce).
-    registered = df["text_id"].map(strings) if len(df) else df["text_id"]
+    registered = _names(df["text_id"], strings).astype("object") if len(df) else df["text_id"]
     df["text"] = registered.where(df["text_id"].notna(), df["text"]).astype("object")
     # Domain names: the text of the NvtxDomainCreate row with that domainId in the process.
     dom_rows = df[df["event_type"] == S.NVTX_DOMAIN_CREATE]
@@ -395,7 +397,9 @@ def _load_gpus(conn, tables) -> pd.DataFrame:
         return pd.DataFrame({"device_id": pd.Series(dtype="int64"),
                              "name": pd.Series(dtype="object")})
     name = '"name"' if "name" in cols else "''"
-    rows = conn.execute(f"SELECT id, {name} FROM {S.GPU_INFO} ORDER BY id").fetchall()
+    # An info table: a row without a usable id (a damaged file) is left out, not fatal.
+    rows = conn.execute(f"SELECT id, {name} FROM {S.GPU_INFO} WHERE typeof(id) = 'integer' "
+                        "ORDER BY id").fetchall()
     return pd.DataFrame(rows, columns=["device_id", "name"]).drop_duplicates("device_id")
 
 
@@ -404,7 +408,9 @@ def _load_threads(conn, tables, strings) -> pd.DataFrame:
     if not {"nameId", "globalTid"} <= set(cols):
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in
                              ("global_tid", "pid", "tid")}).assign(name=pd.Series(dtype=object))
-    rows = conn.execute(f"SELECT globalTid, nameId FROM {S.THREAD_NAMES}").fetchall()
+    # An info table: a row without a usable thread id (a damaged file) is left out.
+    rows = conn.execute(f"SELECT globalTid, nameId FROM {S.THREAD_NAMES} "
+                        "WHERE typeof(globalTid) = 'integer'").fetchall()
     df = pd.DataFrame(rows, columns=["global_tid", "name_id"]).drop_duplicates("global_tid")
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
@@ -425,13 +431,14 @@ def load(path: str | Path, progress: Progress | None = None) -> Trace:
     try:
         conn = connect_readonly(path)
     except sqlite3.Error as exc:
-        raise TraceError(f"{path}: cannot open as SQLite ({exc})") from None
+        raise TraceError(f"{path}: cannot open as SQLite ({V.one_line(exc)})") from None
     try:
         try:
             tables = probe(conn)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise TraceError(
-                f"{path}: cannot read SQLite ({exc}); is the file truncated or corrupt?"
+                f"{path}: cannot read SQLite ({V.one_line(exc)}); is the file truncated or "
+                "corrupt?"
             ) from None
         if not any(t in tables for t in S.NSYS_MARKER_TABLES):
             shown = ", ".join(sorted(tables)[:5]) or "no tables"
@@ -442,9 +449,10 @@ def load(path: str | Path, progress: Progress | None = None) -> Trace:
         V.check_tables(path, tables)
         try:
             trace = _load_tables(conn, path, tables, say)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise TraceError(
-                f"{path}: cannot read SQLite ({exc}); is the file truncated or corrupt?"
+                f"{path}: cannot read SQLite ({V.one_line(exc)}); is the file truncated or "
+                "corrupt?"
             ) from None
         except V.DamagedColumn as exc:
             raise V.damaged(path, str(exc)) from None
@@ -455,9 +463,9 @@ def load(path: str | Path, progress: Progress | None = None) -> Trace:
             except sqlite3.DatabaseError:
                 cell = None
             if cell is None:
-                raise V.damaged(path, f"cannot read its tables ({exc})") from None
+                raise V.damaged(path, f"cannot read its tables ({V.one_line(exc)})") from None
             table, col, value = cell
-            raise V.damaged(path, f"{table}.{col} holds {str(value)[:40]!r} where nsys "
+            raise V.damaged(path, f"{table}.{col} holds {V.one_line(value, 40)!r} where nsys "
                                   "writes an integer") from None
     finally:
         conn.close()

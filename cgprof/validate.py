@@ -16,7 +16,8 @@ one line that names the file:
     granularity) nor ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` rows (graph granularity);
   - GPU activity (kernels, copies, memsets, replays) but no CUDA API table: without the
     launch calls nothing can be said about launch overhead;
-  - activity rows that end before they start (negative durations).
+  - activity rows and NVTX ranges that end before they start, or start before the session
+    (negative times; the loader already refuses NULL start/end and text in number columns).
 
 Tolerated, on purpose (and documented in docs/bad_input.md): exact duplicate rows are counted
 like any other row, as ``nsys stats`` counts them (a union of busy intervals is unchanged by
@@ -61,6 +62,15 @@ class DamagedColumn(Exception):
     def __init__(self, table: str, column: str, what: str) -> None:
         super().__init__(f"{table}.{column} {what}")
         self.table, self.column, self.what = table, column, what
+
+
+def one_line(value: object, limit: int = 160) -> str:
+    """``str(value)`` on one line (whitespace runs collapsed), cut to ``limit`` characters.
+
+    Error messages quote SQLite and values from the file; a damaged file can put newlines
+    (e.g. its schema's SQL text) into them, and the user gets one line, always."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def damaged(path: Path, detail: str) -> TraceError:
@@ -132,8 +142,16 @@ def validate(trace: Trace) -> None:
                              ("memory copies", trace.memcpy, S.MEMCPY),
                              ("memsets", trace.memset, S.MEMSET),
                              ("synchronisations", trace.sync, S.SYNC),
-                             ("graph replays", trace.graph_trace, S.GRAPH_TRACE)):
-        bad = int((df["dur_ns"] < 0).sum()) if len(df) else 0
+                             ("graph replays", trace.graph_trace, S.GRAPH_TRACE),
+                             ("NVTX events", trace.nvtx, S.NVTX)):
+        if not len(df):
+            continue
+        # (NVTX is left out here: domain-registration rows carry no real time.)
+        before = int((df["start_ns"] < 0).sum()) if table != S.NVTX else 0
+        if before:
+            raise damaged(path, f"{before} of {len(df)} {label} in {table} have a negative "
+                                "start time")
+        bad = int((df["dur_ns"] < 0).sum())
         if bad:
             raise damaged(path, f"{bad} of {len(df)} {label} in {table} end before they start")
 
