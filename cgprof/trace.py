@@ -225,11 +225,16 @@ def _column(values: tuple) -> object:
 
 def _required(df: pd.DataFrame, table: str, cols: tuple[str, ...] = ("start_ns", "end_ns")
               ) -> None:
-    """start/end are NOT NULL in every nsys export: a NULL there means a damaged file."""
+    """Columns nsys declares NOT NULL: a NULL there means a damaged file (nullable ones, such
+    as correlationId, read as 0 like a missing column)."""
     for c in cols:
         n = int(df[c].isna().sum())
         if n:
-            raise V.DamagedColumn(table, c.removesuffix("_ns"), f"is NULL in {n} rows")
+            raise V.DamagedColumn(table, _NSYS_NAME.get(c, c), f"is NULL in {n} rows")
+
+
+_NSYS_NAME = {"start_ns": "start", "end_ns": "end", "device_id": "deviceId",
+              "stream_id": "streamId", "event_class": "eventClass"}
 
 
 def _int(df: pd.DataFrame, cols: list[str]) -> None:
@@ -287,7 +292,7 @@ def _load_kernels(conn, tables, strings) -> pd.DataFrame:
             _icol(cols, "globalPid", "0"), _icol(cols, "demangledName"),
             _icol(cols, "shortName"), _icol(cols, "graphNodeId"), _icol(cols, "graphId")],
             S.KERNEL, names)
-        _required(df, S.KERNEL)
+        _required(df, S.KERNEL, ("start_ns", "end_ns", "device_id", "stream_id"))
     _int(df, ["start_ns", "end_ns", "device_id", "stream_id", "corr_id", "global_pid"])
     _nullable(df, ["graph_node_id", "graph_id"])
     df["pid"] = _pid_from_global(df["global_pid"])
@@ -309,7 +314,7 @@ def _load_runtime(conn, tables, strings) -> pd.DataFrame:
             _icol(cols, "start"), _icol(cols, "end"), _icol(cols, "eventClass", "0"),
             _icol(cols, "globalTid", "0"), _icol(cols, "correlationId", "0"),
             _icol(cols, "nameId")], S.RUNTIME, names)
-        _required(df, S.RUNTIME)
+        _required(df, S.RUNTIME, ("start_ns", "end_ns", "event_class"))
     _int(df, ["start_ns", "end_ns", "event_class", "global_tid", "corr_id"])
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
