@@ -570,8 +570,17 @@ class Recorder:
         profile_argv = build_profile_argv(
             nsys, opts.command, base, opts.graph_trace, opts.nsys_args, opts.force
         )
-        if base.parent != Path("."):
-            base.parent.mkdir(parents=True, exist_ok=True)
+        folder = base.parent
+        try:
+            if folder != Path("."):
+                folder.mkdir(parents=True, exist_ok=True)
+            # A file made and removed there now, rather than nsys failing after the run.
+            fd, probe = tempfile.mkstemp(prefix=f".{base.name}.", suffix=".probe", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise RecordError(f"{base}: cannot write the trace into folder {folder} "
+                              f"({exc.strerror or exc})") from None
         # With --force, clear the previous run's report and raw stream first: otherwise a
         # run in which nsys writes only a .qdstrm would leave the old .nsys-rep looking new.
         if opts.force:

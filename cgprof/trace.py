@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
+from cgprof import validate as V
 from cgprof.errors import TraceError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -222,6 +223,20 @@ def _column(values: tuple) -> object:
     return np.array(values, dtype=object)
 
 
+def _required(df: pd.DataFrame, table: str, cols: tuple[str, ...] = ("start_ns", "end_ns")
+              ) -> None:
+    """Columns nsys declares NOT NULL: a NULL there means a damaged file (nullable ones, such
+    as correlationId, read as 0 like a missing column)."""
+    for c in cols:
+        n = int(df[c].isna().sum())
+        if n:
+            raise V.DamagedColumn(table, _NSYS_NAME.get(c, c), f"is NULL in {n} rows")
+
+
+_NSYS_NAME = {"start_ns": "start", "end_ns": "end", "device_id": "deviceId",
+              "stream_id": "streamId", "event_class": "eventClass"}
+
+
 def _int(df: pd.DataFrame, cols: list[str]) -> None:
     """Columns that must be present in every row: plain int64."""
     for c in cols:
@@ -277,6 +292,7 @@ def _load_kernels(conn, tables, strings) -> pd.DataFrame:
             _icol(cols, "globalPid", "0"), _icol(cols, "demangledName"),
             _icol(cols, "shortName"), _icol(cols, "graphNodeId"), _icol(cols, "graphId")],
             S.KERNEL, names)
+        _required(df, S.KERNEL, ("start_ns", "end_ns", "device_id", "stream_id"))
     _int(df, ["start_ns", "end_ns", "device_id", "stream_id", "corr_id", "global_pid"])
     _nullable(df, ["graph_node_id", "graph_id"])
     df["pid"] = _pid_from_global(df["global_pid"])
@@ -298,6 +314,7 @@ def _load_runtime(conn, tables, strings) -> pd.DataFrame:
             _icol(cols, "start"), _icol(cols, "end"), _icol(cols, "eventClass", "0"),
             _icol(cols, "globalTid", "0"), _icol(cols, "correlationId", "0"),
             _icol(cols, "nameId")], S.RUNTIME, names)
+        _required(df, S.RUNTIME, ("start_ns", "end_ns", "event_class"))
     _int(df, ["start_ns", "end_ns", "event_class", "global_tid", "corr_id"])
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
@@ -328,6 +345,7 @@ def _load_gpu_ops(conn, tables, table: str, extra: list[tuple[str, str, str]]) -
                  _icol(cols, "globalPid", "0")]
         parts += [_icol(cols, src, default) for src, _, default in extra]
         df = _query_ints(conn, parts, table, names)
+        _required(df, table)
     _int(df, base)
     df["pid"] = _pid_from_global(df["global_pid"])
     df = df.drop(columns=["global_pid"])
@@ -350,12 +368,13 @@ def _load_nvtx(conn, tables, strings) -> pd.DataFrame:
             _col(cols, "uint64Value", "b"), _col(cols, "int32Value", "c"),
             _col(cols, "uint32Value", "d")]) + f" FROM {S.NVTX}")
         df = _query(conn, sql, names)
+        _required(df, S.NVTX, ("start_ns",))  # end is NULL for an unterminated range
     _int(df, ["start_ns", "event_type", "global_tid", "domain_id"])
     _nullable(df, ["end_ns", "end_global_tid", "range_id"])
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
     # The message is a registered string (textId) or inline text (S2: coalesce).
-    registered = df["text_id"].map(strings) if len(df) else df["text_id"]
+    registered = _names(df["text_id"], strings).astype("object") if len(df) else df["text_id"]
     df["text"] = registered.where(df["text_id"].notna(), df["text"]).astype("object")
     # Domain names: the text of the NvtxDomainCreate row with that domainId in the process.
     dom_rows = df[df["event_type"] == S.NVTX_DOMAIN_CREATE]
@@ -383,7 +402,9 @@ def _load_gpus(conn, tables) -> pd.DataFrame:
         return pd.DataFrame({"device_id": pd.Series(dtype="int64"),
                              "name": pd.Series(dtype="object")})
     name = '"name"' if "name" in cols else "''"
-    rows = conn.execute(f"SELECT id, {name} FROM {S.GPU_INFO} ORDER BY id").fetchall()
+    # An info table: a row without a usable id (a damaged file) is left out, not fatal.
+    rows = conn.execute(f"SELECT id, {name} FROM {S.GPU_INFO} WHERE typeof(id) = 'integer' "
+                        "ORDER BY id").fetchall()
     return pd.DataFrame(rows, columns=["device_id", "name"]).drop_duplicates("device_id")
 
 
@@ -392,7 +413,9 @@ def _load_threads(conn, tables, strings) -> pd.DataFrame:
     if not {"nameId", "globalTid"} <= set(cols):
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in
                              ("global_tid", "pid", "tid")}).assign(name=pd.Series(dtype=object))
-    rows = conn.execute(f"SELECT globalTid, nameId FROM {S.THREAD_NAMES}").fetchall()
+    # An info table: a row without a usable thread id (a damaged file) is left out.
+    rows = conn.execute(f"SELECT globalTid, nameId FROM {S.THREAD_NAMES} "
+                        "WHERE typeof(globalTid) = 'integer'").fetchall()
     df = pd.DataFrame(rows, columns=["global_tid", "name_id"]).drop_duplicates("global_tid")
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
@@ -413,13 +436,14 @@ def load(path: str | Path, progress: Progress | None = None) -> Trace:
     try:
         conn = connect_readonly(path)
     except sqlite3.Error as exc:
-        raise TraceError(f"{path}: cannot open as SQLite ({exc})") from None
+        raise TraceError(f"{path}: cannot open as SQLite ({V.one_line(exc)})") from None
     try:
         try:
             tables = probe(conn)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise TraceError(
-                f"{path}: cannot read SQLite ({exc}); is the file truncated or corrupt?"
+                f"{path}: cannot read SQLite ({V.one_line(exc)}); is the file truncated or "
+                "corrupt?"
             ) from None
         if not any(t in tables for t in S.NSYS_MARKER_TABLES):
             shown = ", ".join(sorted(tables)[:5]) or "no tables"
@@ -427,12 +451,27 @@ def load(path: str | Path, progress: Progress | None = None) -> Trace:
                 f"{path}: is SQLite but not an Nsight Systems export ({shown}); "
                 f"make one with `nsys export --type sqlite` or `cgprof record`"
             )
+        V.check_tables(path, tables)
         try:
             trace = _load_tables(conn, path, tables, say)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise TraceError(
-                f"{path}: cannot read SQLite ({exc}); is the file truncated or corrupt?"
+                f"{path}: cannot read SQLite ({V.one_line(exc)}); is the file truncated or "
+                "corrupt?"
             ) from None
+        except V.DamagedColumn as exc:
+            raise V.damaged(path, str(exc)) from None
+        except (ValueError, TypeError, OverflowError) as exc:
+            # A value no nsys export holds (text in a number column, ...): name the cell.
+            try:
+                cell = V.find_non_integer(conn, tables)
+            except sqlite3.DatabaseError:
+                cell = None
+            if cell is None:
+                raise V.damaged(path, f"cannot read its tables ({V.one_line(exc)})") from None
+            table, col, value = cell
+            raise V.damaged(path, f"{table}.{col} holds {V.one_line(value, 40)!r} where nsys "
+                                  "writes an integer") from None
     finally:
         conn.close()
     if trace.kernels.empty and trace.runtime.empty and trace.graph_trace.empty and (
@@ -442,6 +481,7 @@ def load(path: str | Path, progress: Progress | None = None) -> Trace:
             f"{path}: contains no CUDA or NVTX events; was it recorded with "
             f"`nsys profile --trace=cuda,nvtx` (or `cgprof record`)?"
         )
+    V.validate(trace)
     return trace
 
 

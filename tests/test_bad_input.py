@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from nsysdb import (
+    G,
     R,
     make_nsys_db,
     write_empty_file,
@@ -18,6 +20,7 @@ from nsysdb import (
 )
 
 import cgprof
+import cgprof.errors
 from cgprof.cli import main
 from cgprof.errors import TraceError
 
@@ -61,8 +64,8 @@ def test_not_sqlite(tmp_path):
     assert _digest(p) == before
 
 
-def test_truncated_sqlite(tmp_path, samples_dir):
-    p = write_truncated_copy(samples_dir / "mlp8_node.sqlite", tmp_path / "cut.sqlite")
+def test_truncated_sqlite(tmp_path, traces_dir):
+    p = write_truncated_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "cut.sqlite")
     before = _digest(p)
     code, out = _analyze(p)
     assert code == 1
@@ -72,10 +75,10 @@ def test_truncated_sqlite(tmp_path, samples_dir):
     assert _digest(p) == before
 
 
-def test_corrupt_page_in_the_middle(tmp_path, samples_dir):
+def test_corrupt_page_in_the_middle(tmp_path, traces_dir):
     # Garbage over the pages that hold the tables, header and schema intact.
     p = tmp_path / "corrupt.sqlite"
-    shutil.copyfile(samples_dir / "mlp8_node.sqlite", p)
+    shutil.copyfile(traces_dir / "mlp_train_graph.sqlite", p)
     p.chmod(0o644)
     data = bytearray(p.read_bytes())
     for off in range(8192, len(data), 4096):
@@ -137,9 +140,9 @@ def test_library_raises_trace_error(tmp_path):
         cgprof.load(tmp_path / "missing.sqlite")
 
 
-def test_real_trace_is_opened_read_only(tmp_path, samples_dir):
+def test_real_trace_is_opened_read_only(tmp_path, traces_dir):
     p = tmp_path / "ro.sqlite"
-    shutil.copyfile(samples_dir / "mlp8_node.sqlite", p)
+    shutil.copyfile(traces_dir / "mlp_train_graph.sqlite", p)
     p.chmod(0o444)
     before = _digest(p)
     cgprof.analyze(p)
@@ -148,22 +151,22 @@ def test_real_trace_is_opened_read_only(tmp_path, samples_dir):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["ro.sqlite"]
 
 
-def test_one_bad_file_among_several_fails_cleanly(tmp_path, samples_dir):
-    res = CliRunner().invoke(main, ["analyze", str(samples_dir / "mlp8_node.sqlite"),
+def test_one_bad_file_among_several_fails_cleanly(tmp_path, traces_dir):
+    res = CliRunner().invoke(main, ["analyze", str(traces_dir / "mlp_train_graph.sqlite"),
                                     str(tmp_path / "missing.sqlite")])
     assert res.exit_code == 1
     assert res.output.splitlines()[-1] == f"Error: {tmp_path / 'missing.sqlite'}: no such file"
 
 
-def test_json_output_not_overwritten_without_force(tmp_path, samples_dir):
+def test_json_output_not_overwritten_without_force(tmp_path, traces_dir):
     out = tmp_path / "r.json"
     out.write_text("keep me")
-    res = CliRunner().invoke(main, ["analyze", str(samples_dir / "mlp8_node.sqlite"),
+    res = CliRunner().invoke(main, ["analyze", str(traces_dir / "mlp_train_graph.sqlite"),
                                     "--json", str(out)])
     assert res.exit_code == 1
     assert res.output == f"Error: {out} exists; will not overwrite without --force\n"
     assert out.read_text() == "keep me"
-    res = CliRunner().invoke(main, ["analyze", str(samples_dir / "mlp8_node.sqlite"),
+    res = CliRunner().invoke(main, ["analyze", str(traces_dir / "mlp_train_graph.sqlite"),
                                     "--json", str(out), "--force"])
     assert res.exit_code == 0
     assert out.read_text().startswith("{")
@@ -174,3 +177,197 @@ def test_runtime_only_trace_is_fine(tmp_path):
     r = cgprof.analyze(p)
     assert r.info["kernels"] == 0
     assert r.steps.source == "whole-trace"
+
+
+# --- damaged or cut-down exports: one line, never a traceback or a meaningless result -----------
+
+TAIL = "; is the file damaged or cut down? Re-export it with `nsys export --type sqlite`"
+
+
+def _damaged_copy(src: Path, dst: Path, *sql: str) -> Path:
+    """A writable copy of ``src`` changed by ``sql`` statements (the original is untouched)."""
+    import sqlite3
+
+    shutil.copyfile(src, dst)
+    dst.chmod(0o644)
+    with sqlite3.connect(dst) as conn:
+        for stmt in sql:
+            conn.execute(stmt)
+    conn.close()
+    return dst
+
+
+def _cli_error(path: Path, *extra: str) -> str:
+    before = _digest(path)
+    res = CliRunner().invoke(main, ["analyze", str(path), *extra])
+    assert res.exit_code == 1
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert res.stdout == ""  # nothing that looks like a result
+    assert _digest(path) == before
+    return _one_error_line(res.output)
+
+
+def test_no_string_ids(tmp_path, traces_dir):
+    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+                      "DROP TABLE StringIds")
+    assert _cli_error(p) == (
+        f"{p}: missing table StringIds, which holds the names used by "
+        "CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME, NVTX_EVENTS" + TAIL)
+
+
+def test_kernel_table_missing_is_not_zero_busy(tmp_path, traces_dir):
+    # Used to analyse with exit 0 as "GPU busy 0% ... compactness 1.000".
+    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+                      "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    assert _cli_error(p, "--json", "-") == (
+        f"{p}: 1060 kernel launch calls (cudaLaunchKernel...) outside stream capture but no "
+        "kernels (table CUPTI_ACTIVITY_KIND_KERNEL is missing)" + TAIL)
+
+
+def test_replayed_kernels_missing_from_a_node_trace(tmp_path, traces_dir):
+    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+                      "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL")
+    assert _cli_error(p) == (
+        f"{p}: 22 cudaGraphLaunch calls but no replayed kernels in CUPTI_ACTIVITY_KIND_KERNEL "
+        "(--cuda-graph-trace=node)" + TAIL)
+
+
+def test_graph_trace_rows_missing_from_a_graph_trace(tmp_path, traces_dir):
+    p = _damaged_copy(traces_dir / "mlp_train_graph_graphtrace.sqlite", tmp_path / "t.sqlite",
+                      "DROP TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+    assert _cli_error(p) == (
+        f"{p}: 22 cudaGraphLaunch calls but no rows in CUPTI_ACTIVITY_KIND_GRAPH_TRACE "
+        "(--cuda-graph-trace=graph)" + TAIL)
+
+
+def test_graph_granularity_trace_with_only_replay_rows_is_valid(make_db):
+    # Every kernel ran inside a replay: the launches were made during stream capture (they
+    # launch nothing), the replays are GRAPH_TRACE rows, and there is no kernel table at all.
+    rs = [R(100, 110, "cudaStreamBeginCapture_v10000", corr=1),
+          R(120, 130, "cudaLaunchKernel_v7000", corr=2),
+          R(140, 150, "cudaLaunchKernel_v7000", corr=3),
+          R(160, 170, "cudaStreamEndCapture_v10000", corr=4),
+          R(200, 300, "cudaGraphInstantiate_v12000", corr=5),
+          R(1000, 1010, "cudaGraphLaunch_v10000", corr=6),
+          R(2000, 2010, "cudaGraphLaunch_v10000", corr=7)]
+    gs = [G(1020, 1500, corr=6), G(2020, 2500, corr=7)]
+    p = make_db(runtime=rs, graph_trace=gs, graph_trace_mode="graph")
+    r = cgprof.analyze(p)
+    assert (r.info["kernels"], r.info["graph_trace_rows"]) == (0, 2)
+    assert len(r.replays.replays) == 2
+    res = CliRunner().invoke(main, ["analyze", str(p), "--json", "-"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["trace"]["graph_trace_rows"] == 2
+
+
+def test_runtime_table_missing(tmp_path, traces_dir):
+    # Used to say "if graphed ~104.8x": no launch calls, yet a launch verdict.
+    p = _damaged_copy(traces_dir / "mlp_train_eager.sqlite", tmp_path / "t.sqlite",
+                      "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    assert _cli_error(p) == (
+        f"{p}: GPU activity (7402 rows of CUPTI_ACTIVITY_KIND_KERNEL, 115 rows of "
+        "CUPTI_ACTIVITY_KIND_MEMCPY, 25 rows of CUPTI_ACTIVITY_KIND_MEMSET) but no table "
+        "CUPTI_ACTIVITY_KIND_RUNTIME of the CUDA API calls that launched it, so launch "
+        "overhead cannot be judged" + TAIL)
+
+
+@pytest.mark.parametrize("table, column", [
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "start"),
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId"),
+    ("NVTX_EVENTS", "rangeId"),
+])
+def test_text_in_a_number_column(tmp_path, traces_dir, table, column):
+    # Used to end in `ValueError: invalid literal for int() with base 10: 'x'`.
+    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+                      f"UPDATE {table} SET {column} = 'x' WHERE rowid = 7")
+    assert _cli_error(p) == f"{p}: {table}.{column} holds 'x' where nsys writes an integer" + TAIL
+
+
+def test_negative_duration(tmp_path, traces_dir):
+    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+                      "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 1000 "
+                      "WHERE rowid IN (5, 6)")
+    assert _cli_error(p) == (
+        f"{p}: 2 of 7406 kernels in CUPTI_ACTIVITY_KIND_KERNEL end before they start" + TAIL)
+
+
+def test_null_in_a_required_column(tmp_path, traces_dir):
+    # nsys declares start/end NOT NULL; a copy of the table without the constraint can hold one.
+    t = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+                      f"CREATE TABLE loose AS SELECT * FROM {t}", f"DROP TABLE {t}",
+                      f"ALTER TABLE loose RENAME TO {t}",
+                      f"UPDATE {t} SET end = NULL WHERE rowid <= 3")
+    assert _cli_error(p) == f"{p}: {t}.end is NULL in 3 rows" + TAIL
+
+
+def test_duplicated_rows_are_counted_like_nsys_stats(tmp_path, traces_dir):
+    # Tolerated (docs/bad_input.md): every row counts, as in `nsys stats`; busy time is a union
+    # of intervals, so exact duplicates leave it unchanged.
+    src = traces_dir / "mlp_infer_eager.sqlite"
+    p = _damaged_copy(src, tmp_path / "t.sqlite",
+                      "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM "
+                      "CUPTI_ACTIVITY_KIND_KERNEL")
+    a, b = cgprof.analyze(src), cgprof.analyze(p)
+    assert b.info["kernels"] == 2 * a.info["kernels"]
+    assert list(b.kernel_summary["instances"]) == [2 * n for n in a.kernel_summary["instances"]]
+    assert list(b.gaps.devices["busy_ns"]) == list(a.gaps.devices["busy_ns"])
+
+
+# --- outputs that cannot be written: refused before the analysis, one line ---------------------
+
+
+@pytest.mark.parametrize("cmd", [
+    ["analyze", "{t}", "--html", "/sys/r.html"],
+    ["analyze", "{t}", "--json", "/sys/r.html"],
+    ["diff", "{t}", "{t}", "-o", "/sys/r.html"],
+    ["diff", "{t}", "{t}", "--json", "/sys/r.html"],
+])
+def test_output_into_a_read_only_folder(traces_dir, cmd):
+    # /sys refuses new files even to root (a chmod 555 folder would not stop root).
+    t = str(traces_dir / "mlp_infer_graph.sqlite")
+    res = CliRunner().invoke(main, [a.format(t=t) for a in cmd])
+    assert res.exit_code == 1
+    assert res.output == "Error: /sys/r.html: cannot write into folder /sys (Permission denied)\n"
+
+
+def test_write_failure_after_the_analysis_is_one_line(traces_dir):
+    # /dev/full accepts the open and fails the write (ENOSPC): the report was printed, the
+    # file was not written, and the failure is one line, not an OSError traceback.
+    t = str(traces_dir / "mlp_infer_graph.sqlite")
+    res = CliRunner().invoke(main, ["analyze", t, "--json", "/dev/full"])
+    assert res.exit_code == 1
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert res.stderr == (
+        "Error: /dev/full: cannot write (No space left on device); nothing was written\n")
+
+
+def test_no_half_written_file_left(tmp_path, traces_dir, monkeypatch):
+    from cgprof.report import output
+
+    def fail(fh_path, text):
+        raise OSError(28, "No space left on device")
+
+    out = tmp_path / "r.json"
+    monkeypatch.setattr(output, "_write", fail)
+    with pytest.raises(cgprof.errors.CgprofError, match="nothing was written$"):
+        output.write_atomic(out, "{}", force=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_stdout_stays_json_with_html(tmp_path, traces_dir):
+    # Status lines go to stderr when stdout carries the JSON (a real subprocess: two streams).
+    import subprocess
+    import sys
+
+    page = tmp_path / "r.html"
+    for cmd in (["analyze", str(traces_dir / "mlp_infer_graph.sqlite")],
+                ["diff", str(traces_dir / "mlp_infer_eager.sqlite"),
+                 str(traces_dir / "mlp_infer_graph.sqlite"), "--force"]):
+        flag = "--html" if cmd[0] == "analyze" else "-o"
+        proc = subprocess.run([sys.executable, "-m", "cgprof", *cmd, "--json", "-", flag,
+                               str(page)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        json.loads(proc.stdout)
+        assert proc.stderr == f"wrote {page}\n"
+        assert page.read_text().startswith("<!DOCTYPE html>")

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import SAMPLES
 from nsysdb import K, N, R
 
 import cgprof
@@ -382,32 +381,37 @@ def _run(*args: str):
     return CliRunner().invoke(main, ["diff", *args])
 
 
+EAGER = TRACES / "mlp_train_eager.sqlite"
+GRAPHED = TRACES / "mlp_train_graph.sqlite"
+GRAPHTRACE = TRACES / "mlp_train_graph_graphtrace.sqlite"
+
+
 def test_cli_table_and_outputs(tmp_path):
-    node_path = str(SAMPLES / "mlp8_node.sqlite")
+    a, b = str(EAGER), str(GRAPHED)
     js, page = tmp_path / "d.json", tmp_path / "d.html"
-    res = _run(node_path, node_path, "--mode", "eager,graph", "--json", str(js), "-o", str(page))
+    res = _run(a, b, "--labels", "eager,graph", "--json", str(js), "-o", str(page))
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    assert lines[0] == f"== eager: {node_path}, steps 0-19 (20 of 40, eager steps only)"
-    assert lines[1] == f"== graph: {node_path}, steps 20-39 (20 of 40, graph steps only)"
-    assert lines[3] == "graph is 6.63x faster per step than eager: 410.1 us -> 61.9 us (p50)"
-    assert re.search(r"^  launch calls per step +16 +1$", res.output, re.M)
-    assert re.search(r"^  step time p50 us +410\.1 +61\.9 +6\.63x faster$", res.output, re.M)
+    assert lines[0] == f"== eager: {a}, steps 5-24 (20 of 25, 5 warm-up/capture steps left out)"
+    assert lines[1] == f"== graph: {b}, steps 5-24 (20 of 25, 5 warm-up/capture steps left out)"
+    assert lines[3] == "graph is 8.90x faster per step than eager: 11660.8 us -> 1310.3 us (p50)"
+    assert re.search(r"^  launch calls per step +296 +1$", res.output, re.M)
+    assert re.search(r"^  step time p50 us +11660\.8 +1310\.3 +8\.90x faster$", res.output, re.M)
     assert lines[-2:] == [f"wrote {js}", f"wrote {page}"]
     doc = json.loads(js.read_text())
-    assert doc["speedup"] == pytest.approx(410116.5 / 61856.0)
     assert doc["candidate"]["headline"]["launch_calls_per_step"] == 1.0
+    base, cand = doc["baseline"]["headline"], doc["candidate"]["headline"]
+    assert doc["speedup"] == pytest.approx(base["step_p50_ns"] / cand["step_p50_ns"])
     assert page.read_text().startswith("<!DOCTYPE html>")
     # No --force: refuse before doing any work.
-    res = _run(node_path, node_path, "-o", str(page))
+    res = _run(a, b, "-o", str(page))
     assert res.exit_code == 1
     assert res.output == f"Error: {page} exists; will not overwrite without --force\n"
-    assert _run(node_path, node_path, "-o", str(page), "--force").exit_code == 0
+    assert _run(a, b, "-o", str(page), "--force").exit_code == 0
 
 
 def test_cli_json_stdout():
-    node_path = str(SAMPLES / "mlp8_node.sqlite")
-    res = _run(node_path, str(SAMPLES / "mlp8_graph.sqlite"), "--json", "-", "--steps", "0:2")
+    res = _run(str(EAGER), str(GRAPHTRACE), "--json", "-", "--steps", "0:2")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert doc["labels"] == ["baseline", "candidate"]
@@ -417,24 +421,25 @@ def test_cli_json_stdout():
 @pytest.mark.parametrize("args, message", [
     (["--steps", "5-9"], "Error: --steps '5-9': expected A:B (0-based step positions, B "
                          "exclusive), e.g. --steps 0:10, or A:B,C:D for baseline and candidate"),
-    (["--steps", "50:60"], "Error: baseline ({a}): --steps 50:60 selects no steps; it has 40 "
-                           "steps (positions 0-39)"),
+    (["--steps", "50:60"], "Error: baseline ({a}): --steps 50:60 selects no steps; it has 20 "
+                           "steady-state steps (positions 0-19)"),
     (["--labels", "a"], "Error: --labels 'a': expected two names, e.g. --labels eager,graph"),
     (["--labels", "a,a"], "Error: --labels 'a,a': the two labels must differ"),
     (["--mode", "foo"], "Error: --mode 'foo': expected eager, graph, warmup, capture or all, once "
                         "or as BASE,CAND (e.g. --mode eager,graph)"),
-    (["--step", "nope"], "Error: {a}: no NVTX range 'nope' (ranges in this trace: capture@cgprof, "
-                         "eager@cgprof, graph@cgprof, step@cgprof)"),
+    (["--step", "nope"], "Error: {a}: no NVTX range 'nope' (ranges in this trace: "
+                         "backward@cgprof, eager@cgprof, forward@cgprof, optimizer@cgprof, "
+                         "step@cgprof, warmup@cgprof)"),
 ])
 def test_cli_errors_are_one_line(args, message):
-    a, b = str(SAMPLES / "mlp8_node.sqlite"), str(SAMPLES / "mlp8_graph.sqlite")
+    a, b = str(EAGER), str(GRAPHTRACE)
     res = _run(a, b, *args)
     assert res.exit_code == 1
     assert res.output == message.format(a=a) + "\n"
 
 
 def test_cli_missing_trace(tmp_path):
-    res = _run(str(tmp_path / "nope.sqlite"), str(SAMPLES / "mlp8_graph.sqlite"))
+    res = _run(str(tmp_path / "nope.sqlite"), str(GRAPHTRACE))
     assert res.exit_code == 1
     assert res.output == f"Error: {tmp_path / 'nope.sqlite'}: no such file\n"
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import SAMPLES
 from nsysdb import K, N, R
 from plotly.offline import get_plotlyjs
 
@@ -104,8 +103,8 @@ def test_labels_are_escaped_in_the_page(node):
 
 
 def test_same_inputs_same_bytes():
-    a1, a2 = (cgprof.analyze(SAMPLES / "mlp8_graph.sqlite") for _ in range(2))
-    n1, n2 = (cgprof.analyze(SAMPLES / "mlp8_node.sqlite") for _ in range(2))
+    a1, a2 = (cgprof.analyze(TRACES / "mlp_train_graph_graphtrace.sqlite") for _ in range(2))
+    n1, n2 = (cgprof.analyze(TRACES / "mlp_infer_eager.sqlite") for _ in range(2))
     assert H.render_single(a1) == H.render_single(a2)
     assert H.render_diff(cgprof.diff(n1, a1)) == H.render_diff(cgprof.diff(n2, a2))
 
@@ -188,16 +187,16 @@ def test_single_page_mixed_trace(node):
 
 
 def test_single_page_graph_granularity():
-    page = H.render_single(cgprof.analyze(SAMPLES / "mlp8_graph.sqlite"))
+    page = H.render_single(cgprof.analyze(TRACES / "mlp_train_graph_graphtrace.sqlite"))
     assert "graph-granularity trace (--cuda-graph-trace=graph): each replay is one bar" in page
     assert "gaps inside" in page
 
 
 def test_analyze_html_command(tmp_path):
     out = tmp_path / "r.html"
-    res = CliRunner().invoke(main, ["analyze", str(SAMPLES / "mlp8_graph.sqlite"), "--html",
-                                    str(out)])
+    trace = TRACES / "mlp_train_graph_graphtrace.sqlite"
+    res = CliRunner().invoke(main, ["analyze", str(trace), "--html", str(out)])
     assert res.exit_code == 0, res.output
     assert res.output.endswith(f"wrote {out}\n")
     page = out.read_text()
-    assert page == H.render_single(cgprof.analyze(SAMPLES / "mlp8_graph.sqlite"))
+    assert page == H.render_single(cgprof.analyze(TRACES / "mlp_train_graph_graphtrace.sqlite"))

@@ -31,8 +31,8 @@ def _run_with_tty_stderr(args: list[str]) -> tuple[int, str, bytes]:
 
 
 @pytest.fixture
-def trace(samples_dir):
-    return str(samples_dir / "mlp8_node.sqlite")
+def trace(traces_dir):
+    return str(traces_dir / "mlp_train_graph.sqlite")
 
 
 def test_progress_on_a_terminal(trace):

@@ -302,6 +302,17 @@ def test_output_name_and_subfolder(fake: Fake):
     assert result.stdout.endswith("next: cgprof analyze runs/eager.sqlite\n")
 
 
+@pytest.mark.parametrize("output, reason", [
+    ("/sys/cgprof-run", "folder /sys (Permission denied)"),  # EACCES even for root
+    ("/proc/cgprof-nope/run", "folder /proc/cgprof-nope (No such file or directory)"),
+])
+def test_output_folder_not_writable_refused_before_running(fake: Fake, output, reason):
+    result = record("-o", output, "train.py")
+    assert result.exit_code == 1
+    assert result.output == f"Error: {output}: cannot write the trace into {reason}\n"
+    assert fake.argvs("profile") == []  # nsys never ran: no hours of training lost
+
+
 def test_output_name_from_nsys_arg(fake: Fake):
     result = record("--nsys-arg=-o", "--nsys-arg=mine", "train.py")
     assert result.exit_code == 0, result.output

@@ -89,7 +89,7 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, ma
             page = html.render_single(results[0], max_events=max_events or
                                       figures.DEFAULT_MAX_EVENTS, steps=window)
             write_atomic(html_out, page, force)
-            click.echo(f"wrote {html_out}")
+            click.echo(f"wrote {html_out}", err=json_out == "-")
     except OutputExistsError as exc:
         raise click.ClickException(str(exc)) from None
     except CgprofError as exc:

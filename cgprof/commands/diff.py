@@ -81,6 +81,6 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
 
             write_atomic(html_out, html.render_diff(result, max_events or DEFAULT_MAX_EVENTS),
                          force)
-            click.echo(f"wrote {html_out}")
+            click.echo(f"wrote {html_out}", err=json_out == "-")
     except CgprofError as exc:
         raise click.ClickException(str(exc)) from None

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from cgprof.errors import CgprofError, OutputExistsError
+from cgprof.errors import CgprofError
+from cgprof.report.output import check_writable, write_atomic
 from cgprof.runners.config import DEVICES, MODELS, MODES, OPTIMIZERS, SIZES, TASKS, RunConfig
 
 
@@ -132,26 +133,24 @@ def command(
             channels_last=channels_last,
         )
         config.resolved()  # every check that needs no torch, before torch is imported
-        if json_path is not None and json_path.exists() and not force:
-            raise OutputExistsError(json_path)
+        if json_path is not None:
+            check_writable(json_path, force)
         if ddp:
-            _run_ddp(config, json_path)
+            _run_ddp(config, json_path, force)
             return
         from cgprof.runners import format_table, run_workload
 
         result = run_workload(config)
+        click.echo(format_table(result), nl=False)
+        if json_path is not None:
+            write_atomic(json_path, result.to_json(), force)
+            click.echo(f"wrote {json_path}")
     except CgprofError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(format_table(result), nl=False)
-    if json_path is not None:
-        json_path.write_text(result.to_json())
-        click.echo(f"wrote {json_path}")
 
 
-def _run_ddp(config: RunConfig, json_path: Path | None) -> None:
+def _run_ddp(config: RunConfig, json_path: Path | None, force: bool) -> None:
     """`--ddp`: every rank runs; rank 0 alone prints and writes the gathered results."""
-    import os
-
     from cgprof.runners.ddp import check_config, dist_env, format_ddp_table, run_ddp
 
     check_config(config)
@@ -161,11 +160,5 @@ def _run_ddp(config: RunConfig, json_path: Path | None) -> None:
         return
     click.echo(format_ddp_table(result), nl=False)
     if json_path is not None:
-        # written under a temporary name and renamed: a failed write leaves no half file
-        tmp = json_path.with_name(f".{json_path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(result.to_json())
-            os.replace(tmp, json_path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_atomic(json_path, result.to_json(), force)
         click.echo(f"wrote {json_path}")

@@ -24,10 +24,6 @@ from cgprof.trace import Trace, load
 
 __all__ = ["AnalysisResult", "analyze"]
 
-#: Version of the JSON document written by ``cgprof analyze --json`` (bump on breaking change).
-JSON_SCHEMA_VERSION = 1
-
-
 @dataclass
 class AnalysisResult:
     """Everything ``cgprof analyze`` computes for one trace.
@@ -43,6 +39,9 @@ class AnalysisResult:
     steps           per-step table (StepResult)
     verdict         headline and what-if estimate (Verdict)
     trace           the loaded trace (for reports that draw the timeline)
+
+    Data flows one way (metrics -> report): the JSON document is made on the report side,
+    ``cgprof.report.json_report.result_to_dict(result)``.
     """
 
     info: dict[str, Any]
@@ -55,12 +54,6 @@ class AnalysisResult:
     steps: StepResult
     verdict: Verdict
     trace: Trace
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready document (see cgprof.report.json_report)."""
-        from cgprof.report.json_report import result_to_dict
-
-        return result_to_dict(self)
 
 
 def analyze(

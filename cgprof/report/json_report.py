@@ -12,6 +12,9 @@ import pandas as pd
 
 from cgprof import __version__
 
+#: Version of the JSON document written by ``cgprof analyze --json`` (bump on breaking change).
+JSON_SCHEMA_VERSION = 1
+
 
 def _scalar(v: Any) -> Any:
     if v is None or v is pd.NA or v is pd.NaT:
@@ -66,8 +69,6 @@ def result_to_dict(result: Any, _lazy: bool = False) -> dict[str, Any]:
 
     (``_lazy``: tables stay ``_Table`` objects for :func:`render`'s fast path.)
     """
-    from cgprof.metrics import JSON_SCHEMA_VERSION
-
     table: Any = _Table if _lazy else frame_records
 
     g, r, s = result.gaps, result.replays, result.steps
@@ -108,8 +109,6 @@ def result_to_dict(result: Any, _lazy: bool = False) -> dict[str, Any]:
 
 def render(results: list[Any]) -> str:
     """One trace -> its document; several -> {"schema_version", "traces": [...]}."""
-    from cgprof.metrics import JSON_SCHEMA_VERSION
-
     if len(results) == 1:
         doc: Any = result_to_dict(results[0], _lazy=True)
     else:

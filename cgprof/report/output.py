@@ -25,11 +25,28 @@ def check_writable(path: Path, force: bool) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise CgprofError(f"{path}: folder {parent} does not exist")
+    # Ask the file system, not os.access: root passes access() on a read-only mount, and
+    # the whole analysis should not run only to fail at the end.
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=parent)
+    except OSError as exc:
+        raise CgprofError(f"{path}: cannot write into folder {parent} "
+                          f"({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def write_atomic(path: Path, text: str, force: bool) -> None:
     """Write to a temporary file beside ``path`` and rename it into place."""
     check_writable(path, force)
+    try:
+        _write(path, text)
+    except OSError as exc:  # disk full, folder made read-only meanwhile, ...
+        reason = exc.strerror or str(exc)
+        raise CgprofError(f"{path}: cannot write ({reason}); nothing was written") from None
+
+
+def _write(path: Path, text: str) -> None:
     if _special(path):
         with path.open("w", encoding="utf-8") as fh:
             fh.write(text)

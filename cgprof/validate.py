@@ -1,0 +1,187 @@
+"""Semantic checks on an nsys export: refuse a trace whose tables contradict each other.
+
+The loader (:mod:`cgprof.trace`) reads whatever tables exist; nsys creates a table only when
+it captured such events, so a missing table normally means "none happened". A damaged or
+cut-down export breaks that rule, and analysing it would print a meaningless result as if
+it were one ("GPU busy 0%" when the kernel table is gone). These checks say so instead, in
+one line that names the file:
+
+* :func:`check_tables` (before reading): the names table ``StringIds`` is missing although
+  the event tables refer to it;
+* :func:`validate` (after reading, on the :class:`~cgprof.trace.Trace`):
+
+  - kernel launch calls made outside stream capture, but no kernel rows (a graph-granularity
+    trace whose kernels all ran inside replays, with launches only during capture, is fine);
+  - ``cudaGraphLaunch`` calls outside capture, but neither replayed kernels (node
+    granularity) nor ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` rows (graph granularity);
+  - GPU activity (kernels, copies, memsets, replays) but no CUDA API table: without the
+    launch calls nothing can be said about launch overhead;
+  - activity rows and NVTX ranges that end before they start, or start before the session
+    (negative times; the loader already refuses NULL start/end and text in number columns).
+
+Tolerated, on purpose (and documented in docs/bad_input.md): exact duplicate rows are counted
+like any other row, as ``nsys stats`` counts them (a union of busy intervals is unchanged by
+them); unterminated NVTX ranges (NULL end) are kept, as nsys keeps them.
+
+Only :mod:`cgprof.schema` and :mod:`cgprof.errors` are imported here: the checks run inside
+``trace.load`` and must not depend on the metrics built on top of it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from cgprof import schema as S
+from cgprof.errors import TraceError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cgprof.trace import Trace
+
+_KERNEL_LAUNCH = re.compile(
+    r"^(cudaLaunchKernel|cudaLaunchCooperativeKernel|cuLaunchKernel|cuLaunchCooperativeKernel"
+    r"|cuLaunchGrid|cudaLaunch$|cudaLaunch_ptsz)")
+_GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|cuGraphLaunch)")
+_BEGIN_CAPTURE = re.compile("StreamBeginCapture")
+_END_CAPTURE = re.compile("StreamEndCapture")
+
+#: Event tables whose name columns are ids into StringIds.
+_NAMED_TABLES = (S.KERNEL, S.RUNTIME)
+
+
+class DamagedColumn(Exception):
+    """Raised by the loader for a value no nsys export holds; ``load`` adds the file name.
+
+    Not a :class:`CgprofError`: it never leaves ``trace.load``.
+    """
+
+    def __init__(self, table: str, column: str, what: str) -> None:
+        super().__init__(f"{table}.{column} {what}")
+        self.table, self.column, self.what = table, column, what
+
+
+def one_line(value: object, limit: int = 160) -> str:
+    """``str(value)`` on one line (whitespace runs collapsed), cut to ``limit`` characters.
+
+    Error messages quote SQLite and values from the file; a damaged file can put newlines
+    (e.g. its schema's SQL text) into them, and the user gets one line, always."""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def damaged(path: Path, detail: str) -> TraceError:
+    """The one-line error for a file that is an nsys export but damaged or cut down."""
+    return TraceError(f"{path}: {detail}; is the file damaged or cut down? "
+                      "Re-export it with `nsys export --type sqlite`")
+
+
+def check_tables(path: Path, tables: dict[str, list[str]]) -> None:
+    """Checks that need only the table list (run before any table is read)."""
+    if S.STRING_IDS not in tables:
+        users = [t for t in _NAMED_TABLES if t in tables]
+        nvtx_ids = "textId" in tables.get(S.NVTX, [])
+        if users or nvtx_ids:
+            shown = ", ".join(users + ([S.NVTX] if nvtx_ids else []))
+            raise damaged(path, f"missing table StringIds, which holds the names used by {shown}")
+
+
+def find_non_integer(conn, tables: dict[str, list[str]]) -> tuple[str, str, object] | None:
+    """The first (table, column, value) where an INTEGER column of a table cgprof reads holds
+    something else (text, a blob, a real number).
+
+    Run only after reading failed, to say which cell is to blame (a scan per column).
+    """
+    for table in S.TABLES_READ:
+        if table not in tables:
+            continue
+        for _, col, decl, *_rest in conn.execute(f'PRAGMA table_info("{table}")').fetchall():
+            if "INT" not in str(decl).upper():
+                continue
+            row = conn.execute(
+                f'SELECT "{col}" FROM "{table}" WHERE typeof("{col}") NOT IN '
+                "('integer', 'null') LIMIT 1").fetchone()
+            if row is not None:
+                return table, col, row[0]
+    return None
+
+
+def _matches(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """Rows whose name matches, tested once per distinct name (names are categorical)."""
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        names = names.astype(str).astype("category")
+    per_cat = np.asarray([bool(pattern.search(str(c))) for c in names.cat.categories] + [False],
+                         dtype=bool)
+    return per_cat[names.cat.codes.to_numpy()]  # code -1 (missing name) picks the last False
+
+
+def _captured(calls: pd.DataFrame) -> np.ndarray:
+    """True for calls on a thread between its StreamBeginCapture and StreamEndCapture."""
+    begin = _matches(calls["name"], _BEGIN_CAPTURE)
+    end = _matches(calls["name"], _END_CAPTURE)
+    if not begin.any():
+        return np.zeros(len(calls), dtype=bool)
+    order = np.lexsort((calls["start_ns"].to_numpy(), calls["global_tid"].to_numpy()))
+    tids = calls["global_tid"].to_numpy()[order]
+    b, e = begin[order].astype(np.int64), end[order].astype(np.int64)
+    opened = pd.Series(b).groupby(tids).cumsum().to_numpy()
+    closed_before = pd.Series(e).groupby(tids).cumsum().to_numpy() - e
+    out = np.zeros(len(calls), dtype=bool)
+    out[order] = (opened - closed_before > 0) & (b == 0) & (e == 0)
+    return out
+
+
+def validate(trace: Trace) -> None:
+    """Raise :class:`TraceError` when the trace's tables contradict each other (see module)."""
+    path, tables = trace.meta.path, trace.meta.tables
+    for label, df, table in (("kernels", trace.kernels, S.KERNEL),
+                             ("CUDA API calls", trace.runtime, S.RUNTIME),
+                             ("memory copies", trace.memcpy, S.MEMCPY),
+                             ("memsets", trace.memset, S.MEMSET),
+                             ("synchronisations", trace.sync, S.SYNC),
+                             ("graph replays", trace.graph_trace, S.GRAPH_TRACE),
+                             ("NVTX events", trace.nvtx, S.NVTX)):
+        if not len(df):
+            continue
+        # (NVTX is left out here: domain-registration rows carry no real time.)
+        before = int((df["start_ns"] < 0).sum()) if table != S.NVTX else 0
+        if before:
+            raise damaged(path, f"{before} of {len(df)} {label} in {table} have a negative "
+                                "start time")
+        bad = int((df["dur_ns"] < 0).sum())
+        if bad:
+            raise damaged(path, f"{bad} of {len(df)} {label} in {table} end before they start")
+
+    gpu_rows = {S.KERNEL: len(trace.kernels), S.MEMCPY: len(trace.memcpy),
+                S.MEMSET: len(trace.memset), S.GRAPH_TRACE: len(trace.graph_trace)}
+    busy = {t: n for t, n in gpu_rows.items() if n}
+    if busy and S.RUNTIME not in tables:
+        shown = ", ".join(f"{n} rows of {t}" for t, n in busy.items())
+        raise damaged(path, f"GPU activity ({shown}) but no table {S.RUNTIME} of the CUDA API "
+                            "calls that launched it, so launch overhead cannot be judged")
+
+    calls = trace.api_calls
+    no_replays = trace.graph_trace.empty and (
+        trace.kernels.empty or trace.kernels["graph_node_id"].isna().all())
+    check_graphs = trace.meta.graph_trace_mode_source == "metadata" and no_replays
+    if calls.empty or not (trace.kernels.empty or check_graphs):
+        return
+    live = calls[~_captured(calls)]
+    if trace.kernels.empty:
+        launches = int(_matches(live["name"], _KERNEL_LAUNCH).sum())
+        if launches:
+            raise damaged(path, f"{launches} kernel launch calls (cudaLaunchKernel...) outside "
+                                f"stream capture but no kernels (table {S.KERNEL} "
+                                f"{'is empty' if S.KERNEL in tables else 'is missing'})")
+    # Only when the export's own settings name the granularity: older exports kept replays
+    # in CUDA_GRAPH_EVENTS or not at all.
+    graph_launches = int(_matches(live["name"], _GRAPH_LAUNCH).sum()) if check_graphs else 0
+    if graph_launches:
+        if trace.meta.graph_trace_mode == "graph":
+            where = f"no rows in {S.GRAPH_TRACE} (--cuda-graph-trace=graph)"
+        else:
+            where = f"no replayed kernels in {S.KERNEL} (--cuda-graph-trace=node)"
+        raise damaged(path, f"{graph_launches} cudaGraphLaunch calls but {where}")
