@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -204,7 +205,12 @@ class ServeResult:
         return graph / eager
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: NaN (a level that answered nothing) becomes None."""
         payload = asdict(self)
+        for lv in payload["levels"]:
+            for k, v in lv.items():
+                if isinstance(v, float) and math.isnan(v):
+                    lv[k] = None
         payload["schema_version"] = SCHEMA_VERSION
         payload["kind"] = KIND
         payload["best_qps"] = {m: self.best_qps(m) for m in self.by_mode()}
