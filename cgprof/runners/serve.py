@@ -224,6 +224,9 @@ def _start_generator() -> tuple[subprocess.Popen[bytes], Connection]:
             [sys.executable, "-m", "cgprof.runners.loadgen", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
             env=env,
+            # its own process group: a terminal's Ctrl-C goes to the server only, which
+            # stops the generator itself after draining (it also ignores SIGINT)
+            process_group=0,
         )
     finally:
         theirs.close()
