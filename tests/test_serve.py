@@ -47,9 +47,12 @@ def tiny(**kw: Any) -> ServeConfig:
     return ServeConfig(**base)
 
 
-def check_answers(cfg: ServeConfig, rec: LevelRecord) -> None:
+def check_answers(
+    cfg: ServeConfig, rec: LevelRecord, device: str = "cpu", rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> None:
     """Every request sent was answered exactly once, with the row an eager run of its batch
-    gives for its sample; batches are the server's real batches."""
+    (on ``device``) gives for its sample; batches are the server's real batches."""
     load = rec.load
     sent = len(load.sent_ns)
     assert sent > 0
@@ -58,20 +61,21 @@ def check_answers(cfg: ServeConfig, rec: LevelRecord) -> None:
     assert sorted(load.rows) == list(range(sent))
     in_batches = [rid for b in rec.batches for rid in b.rids]
     assert sorted(in_batches) == list(range(sent))  # each request in exactly one batch
-    model = models.build_model(cfg.model, cfg.size, seed=cfg.seed).eval()
+    model = models.build_model(cfg.model, cfg.size, seed=cfg.seed).eval().to(device)
     pool = models.make_batches(
-        models.spec(cfg.model, cfg.size), POOL_ROWS, 1, seed=cfg.seed, device="cpu"
+        models.spec(cfg.model, cfg.size), POOL_ROWS, 1, seed=cfg.seed, device=device
     )[0][0]
     with torch.no_grad():
         for b in rec.batches:
             assert 1 <= len(b.rids) <= cfg.max_batch
             assert b.samples == [load.sample[r] for r in b.rids]
-            expect = model(pool[b.samples])  # the same batch, eager, unpadded
+            expect = model(pool[b.samples]).cpu()  # the same batch, eager, unpadded
             got = torch.tensor([load.rows[r] for r in b.rids])
             # padding changes GEMM shapes, hence the tolerance
-            torch.testing.assert_close(got, expect, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(got, expect, rtol=rtol, atol=atol)
             if rec.mode == "graph":
-                assert b.bucket == graphs.bucket_for(len(b.rids), graphs.default_buckets(4))
+                buckets = graphs.default_buckets(cfg.max_batch)
+                assert b.bucket == graphs.bucket_for(len(b.rids), buckets)
             else:
                 assert b.bucket == len(b.rids)
 
@@ -158,17 +162,20 @@ def test_max_wait_gathers_requests_into_batches():
 def test_nvtx_each_batch_is_a_step(nvtx_ranges):
     cfg = tiny(clients=(1,), mode="graph", duration_s=0.1, warmup_s=0.0, max_batch=2)
     run_serve(cfg, backend_factory=SimulatedBackend)
-    (graph,) = nvtx_ranges["children"]
-    assert (graph["name"], graph["payload"]) == ("graph", 2)
-    warm, level = graph["children"]
+    graph, level = nvtx_ranges["children"]
+    assert (graph["name"], graph["payload"], level["name"], level["payload"]) == (
+        "graph", 2, "level", 1
+    )
+    (warm,) = graph["children"]
     assert render(warm) == (
         "warmup:2(step:0(batch:1(bucket:1(copy_in:0,warmup:0(forward:0,forward:0),capture:1))),"
         "step:1(batch:1(bucket:1(copy_in:1,replay:1))),"
         "step:2(batch:2(bucket:2(copy_in:2,warmup:2(forward:2,forward:2),capture:2))),"
         "step:3(batch:2(bucket:2(copy_in:3,replay:3))))"
     )
-    assert (level["name"], level["payload"]) == ("level", 1)
-    steps = level["children"]
+    (inner,) = level["children"]  # the mode again, right around the steps
+    assert (inner["name"], inner["payload"]) == ("graph", 2)
+    steps = inner["children"]
     assert len(steps) > 3
     for i, s in enumerate(steps, start=4):
         assert render(s) == f"step:{i}(batch:1(bucket:1(copy_in:{i},replay:{i})))"

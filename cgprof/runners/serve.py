@@ -13,10 +13,11 @@ process is the server. Its single thread loops:
 
 NVTX (domain ``cgprof``, push/pop on the server thread; payload in brackets):
 
-    eager | graph [max batch]      one per mode
-      warmup [batches]             untimed batches before the first level (captures)
+    eager | graph [max batch]      one per mode, before its first level
+      warmup [batch sizes]         untimed batches of each size (graph: captures each bucket)
         step [index] ...
-      level [clients or rate]      one per load level
+    level [clients or rate]        one per mode and load level
+      eager | graph [max batch]    again, so that the mode is the range around each step
         step [batch index]         one per batch: the unit `cgprof analyze` cuts the trace in
           batch [rows]             the batch's real rows (requests)
             bucket [bucket rows]   graph mode: rows computed after padding
@@ -176,12 +177,16 @@ def run_serve(
                 if stop.set:
                     break
                 server = _Server(cfg, mode, device, pool, channels_last, backend_factory)
-                with torch.no_grad(), mark.region(mode, cfg.max_batch):
-                    server.warm_up()
+                with torch.no_grad():
+                    with mark.region(mode, cfg.max_batch):
+                        server.warm_up()
                     for level in cfg.levels:
                         if stop.set:
                             break
-                        rec = server.run_level(conn, level, stop)
+                        # the mode innermost: `cgprof analyze` labels each step with the
+                        # range just around it
+                        with mark.region("level", level), mark.region(mode, cfg.max_batch):
+                            rec = server.run_level(conn, level, stop)
                         lv = level_result(rec, cfg, on_cuda)
                         result.levels.append(lv)
                         if records is not None:
@@ -233,13 +238,21 @@ def _start_generator() -> tuple[subprocess.Popen[bytes], Connection]:
     return proc, Connection(ours.detach())
 
 
+_GONE = "serve: the load generator process exited unexpectedly (its error is above)"
+
+
 def _recv(conn: Connection) -> Any:
     try:
         return conn.recv()
     except (EOFError, OSError):
-        raise RunnerError(
-            "serve: the load generator process exited unexpectedly (its error is above)"
-        ) from None
+        raise RunnerError(_GONE) from None
+
+
+def _send(conn: Connection, msg: tuple[Any, ...]) -> None:
+    try:
+        conn.send(msg)
+    except OSError:
+        raise RunnerError(_GONE) from None
 
 
 class _Server:
@@ -360,27 +373,26 @@ class _Server:
             else:
                 raise RunnerError(f"serve: unexpected message {msg[0]!r} from the load generator")
 
-        conn.send(("level", spec))
-        with mark.region("level", level):
-            while not done:
-                if stop.set and not stop_sent:
-                    conn.send(("stop",))
-                    stop_sent = True
-                if not pending:
-                    if conn.poll(0.05):
-                        handle(_recv(conn))
-                    continue
-                deadline = pending[0][2] + max_wait_ns
-                while len(pending) < cfg.max_batch:
-                    wait = max((deadline - time.perf_counter_ns()) / 1e9, 0.0)
-                    if not conn.poll(wait):
-                        break
+        _send(conn, ("level", spec))
+        while not done:
+            if stop.set and not stop_sent:
+                _send(conn, ("stop",))
+                stop_sent = True
+            if not pending:
+                if conn.poll(0.05):
                     handle(_recv(conn))
-                take = [pending.popleft() for _ in range(min(cfg.max_batch, len(pending)))]
-                batch, rows = self._run(take)
-                conn.send(("resp", list(zip(batch.rids, rows, strict=True))))
-                batch.end_ns = time.perf_counter_ns()
-                batches.append(batch)
+                continue
+            deadline = pending[0][2] + max_wait_ns
+            while len(pending) < cfg.max_batch:
+                wait = max((deadline - time.perf_counter_ns()) / 1e9, 0.0)
+                if not conn.poll(wait):
+                    break
+                handle(_recv(conn))
+            take = [pending.popleft() for _ in range(min(cfg.max_batch, len(pending)))]
+            batch, rows = self._run(take)
+            _send(conn, ("resp", list(zip(batch.rids, rows, strict=True))))
+            batch.end_ns = time.perf_counter_ns()
+            batches.append(batch)
         return LevelRecord(mode=self.mode, level=level, load=done[0], batches=batches)
 
 
