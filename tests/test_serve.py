@@ -159,7 +159,7 @@ def test_max_wait_gathers_requests_into_batches():
     assert sum(sizes) / len(sizes) > 2.0
 
 
-def test_nvtx_each_batch_is_a_step(nvtx_ranges):
+def test_nvtx_each_batch_is_a_step(nvtx_ranges):  # noqa: F811 (the fixture)
     cfg = tiny(clients=(1,), mode="graph", duration_s=0.1, warmup_s=0.0, max_batch=2)
     run_serve(cfg, backend_factory=SimulatedBackend)
     graph, level = nvtx_ranges["children"]

@@ -23,7 +23,9 @@ def _numbers(text: str, kind: type, what: str) -> tuple[Any, ...]:
     try:
         return tuple(kind(v) for v in text.split(",") if v.strip())
     except ValueError:
-        raise RunnerError(f"{what} must be a comma-separated list of numbers (got {text!r})") from None
+        raise RunnerError(
+            f"{what} must be a comma-separated list of numbers (got {text!r})"
+        ) from None
 
 
 class RunCommand(click.Command):
@@ -117,7 +119,11 @@ def command(
             check_writable(p, force)
         from cgprof.runners.serve import run_serve
 
-        result = run_serve(config, progress=lambda line: say.write(f"cgprof: {line}\n"))
+        def progress(line: str) -> None:
+            say.write(f"cgprof: {line}\n")
+            say.flush()
+
+        result = run_serve(config, progress=progress)
         table = format_serve_table(result)
         if result.interrupted:
             click.echo(table, nl=False, err=True)

@@ -229,9 +229,9 @@ def _start_generator() -> tuple[subprocess.Popen[bytes], Connection]:
             [sys.executable, "-m", "cgprof.runners.loadgen", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
             env=env,
-            # its own process group: a terminal's Ctrl-C goes to the server only, which
-            # stops the generator itself after draining (it also ignores SIGINT)
-            process_group=0,
+            # its own session (process group): a terminal's Ctrl-C goes to the server only,
+            # which stops the generator itself after draining (it also ignores SIGINT)
+            start_new_session=True,
         )
     finally:
         theirs.close()
@@ -279,7 +279,9 @@ class _Server:
         self.buckets = graphs.default_buckets(cfg.max_batch)
         self.infer: graphs.EagerInference | graphs.GraphedInference
         if mode == "graph":
-            kwargs = {"backend": backend_factory()} if backend_factory is not None else {}
+            kwargs: dict[str, Any] = (
+                {"backend": backend_factory()} if backend_factory is not None else {}
+            )
             self.infer = graphs.GraphedInference(
                 self.model, buckets=self.buckets, max_graphs=max(16, len(self.buckets)), **kwargs
             )
@@ -323,7 +325,7 @@ class _Server:
         with mark.step(idx), mark.region("batch", n):
             start = time.perf_counter_ns()
             if self.on_cuda:
-                events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                events = tuple(torch.cuda.Event(enable_timing=True) for _ in range(2))
                 events[0].record()
             x = self._inputs([s for _, s, _ in reqs])
             if self.mode == "graph":
