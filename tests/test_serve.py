@@ -149,6 +149,54 @@ def test_open_loop_poisson_arrivals_are_all_answered():
     assert "\n   200/s graph " in format_serve_table(result)
 
 
+def test_clients_stopping_mid_run_leave_nothing_unanswered():
+    # 12 clients, batches of 2 and no wait: when the level's time is up the server still
+    # holds a queue of requests; the level ends only once each has its one answer
+    cfg = tiny(clients=(12,), max_batch=2, max_wait_ms=0.0, duration_s=0.3, warmup_s=0.0)
+    records: list[LevelRecord] = []
+    run_serve(cfg, records=records)
+    (rec,) = records
+    check_answers(cfg, rec)
+    end = rec.load.start_ns + int(0.3e9)
+    assert any(s < end < r for s, r in zip(rec.load.sent_ns, rec.load.recv_ns, strict=True))
+
+
+def test_generator_counts_lost_and_duplicate_answers():
+    """The generator's own check can fail: a server that answers one request twice and
+    never answers another (run_level against a hand-written server on a socket pair)."""
+    import socket
+    import threading
+    from multiprocessing.connection import Connection
+
+    from cgprof.runners import loadgen
+
+    a, b = socket.socketpair()
+    gen_end, server_end = Connection(a.detach()), Connection(b.detach())
+    seen: list[int] = []
+
+    def bad_server() -> None:
+        while True:
+            msg = server_end.recv()
+            if msg[0] == "done":
+                return
+            rid = msg[1]
+            seen.append(rid)
+            if rid == 1:
+                continue  # lost
+            answers = [(rid, [0.0])] * (2 if rid == 0 else 1)  # rid 0 answered twice
+            server_end.send(("resp", answers))
+
+    spec = loadgen.LevelSpec(clients=3, rate_qps=None, duration_s=0.1, warmup_s=0.0,
+                             drain_s=0.3)
+    thread = threading.Thread(target=bad_server)
+    thread.start()
+    load = loadgen.run_level(gen_end, spec)
+    gen_end.send(("done", None))
+    thread.join(10)
+    assert (load.lost, load.duplicates) == (1, 1)
+    assert load.recv_ns[1] == 0 and len(seen) == len(load.sent_ns)
+
+
 def test_max_wait_gathers_requests_into_batches():
     # 8 clients, a generous wait: the server waits for more requests and batches them
     cfg = tiny(clients=(8,), max_wait_ms=20.0, max_batch=4)

@@ -41,8 +41,6 @@ from typing import Any
 
 #: Open loop: requests in flight at most; later arrivals are shed.
 MAX_OUTSTANDING = 1024
-#: After sending stops, give up on answers that have not come for this long (they are lost).
-DRAIN_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,8 @@ class LevelSpec:
 
     ``warmup_s`` + ``duration_s`` of sending; ``pool`` input rows to pick samples from
     (request ``rid`` asks for sample ``rid % pool``); ``keep_rows``: return every answer
-    (tests check them).
+    (tests check them); ``drain_s``: once sending has stopped, answers that have not come
+    for this long are given up as lost.
     """
 
     clients: int | None
@@ -62,6 +61,7 @@ class LevelSpec:
     pool: int = 64
     seed: int = 0
     keep_rows: bool = False
+    drain_s: float = 30.0
 
 
 @dataclass
@@ -166,7 +166,7 @@ def run_level(conn: Connection, spec: LevelSpec) -> LevelLoad:
     while True:
         now = clock()
         sending = not stopping and now < end
-        if not sending and (outstanding == 0 or now - last_msg > DRAIN_TIMEOUT_S * 1e9):
+        if not sending and (outstanding == 0 or now - last_msg > spec.drain_s * 1e9):
             break
         while sending and due and due[0][0] <= now:
             when, client = heapq.heappop(due)
