@@ -198,6 +198,9 @@ def run_serve(
                             )
                 if isinstance(server.infer, graphs.GraphedInference):
                     result.graph_stats = server.infer.stats.as_dict()
+        except BaseException:
+            proc.kill()  # mid-level it would wait for answers that will not come
+            raise
         finally:
             torch.backends.cudnn.benchmark = saved_benchmark
             with contextlib.suppress(OSError):
