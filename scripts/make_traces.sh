@@ -113,6 +113,10 @@ trace resnet18_infer_eager -- "${RUN[@]}" infer --mode eager --model resnet18 \
   --steps "$MLP_STEPS" --warmup "$MLP_WARMUP" --device cuda --seed 0
 trace transformer_train_eager -- "${RUN[@]}" train --mode eager --model transformer \
   --steps "$CONV_STEPS" --warmup "$CONV_WARMUP" --device cuda --seed 0
+# `cgprof run serve`: 8 closed-loop clients (20 ms think time) batched into the graph
+# buckets 1,2,4,8; each batch is a `step`. Short, so the trace stays under 2 MB.
+trace mlp_serve_graph -- "${RUN[@]}" serve --model mlp --mode graph --device cuda --seed 0 \
+  --clients 8 --think-ms 20 --max-batch 8 --max-wait-ms 2 --duration 0.3 --warmup 0.1
 # The same graphed MLP training with --cuda-graph-trace=graph: replayed kernels have no rows
 # of their own there, only one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row per replay.
 trace mlp_train_graph_graphtrace --graph-trace graph -- "${RUN[@]}" train --mode graph "${MLP[@]}"

@@ -127,9 +127,9 @@ def test_unknown_model_and_task_are_usage_errors():
     assert result.output.splitlines()[-1] == (
         "Error: Invalid value for '--model': 'vgg' is not one of 'mlp', 'resnet18', 'transformer'."
     )
-    result = invoke("serve", "--model", "mlp")
+    result = invoke("deploy", "--model", "mlp")  # (`serve` is `cgprof run serve`)
     assert result.exit_code == 2
-    assert "Invalid value for '{train|infer}': 'serve' is not one of 'train', 'infer'." in (
+    assert "Invalid value for '{train|infer}': 'deploy' is not one of 'train', 'infer'." in (
         result.output
     )
     result = invoke("train")

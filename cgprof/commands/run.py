@@ -10,12 +10,13 @@ from pathlib import Path
 
 import click
 
+from cgprof.commands.serve import RunCommand
 from cgprof.errors import CgprofError
 from cgprof.report.output import check_writable, write_atomic
 from cgprof.runners.config import DEVICES, MODELS, MODES, OPTIMIZERS, SIZES, TASKS, RunConfig
 
 
-@click.command("run")
+@click.command("run", cls=RunCommand)
 @click.argument("task", type=click.Choice(TASKS))
 @click.option("--model", type=click.Choice(MODELS), required=True, help="Built-in model.")
 @click.option(
@@ -114,6 +115,9 @@ def command(
     replays and fallbacks) and the graph-over-eager speedup. Every step is an NVTX range
     `step` in domain `cgprof`, so the run can be the target of `nsys profile` or
     `cgprof record`.
+
+    `cgprof run serve --model M ...` serves the model under load instead (concurrent
+    clients, dynamic batching into graph buckets; see `cgprof run serve --help`).
     """
     try:
         config = RunConfig(
