@@ -12,18 +12,18 @@
 #    graphed speedup, eager-vs-graphed loss equality on both ranks, parameters in sync.
 #    Tables go to the log, JSON to $DEST/ddp_{resnet18,transformer}_b*.json.
 # 2. Traces: `cgprof record -- torchrun --nproc-per-node 2 ...` (nsys follows torchrun's
-#    worker processes: all ranks in one report), $TRACE_MODEL (default mlp) eager and
-#    graphed, --no-cudnn-benchmark so the two launches run the same kernels. Eager: 6 steps
-#    after 3 warm-up; graphed: 3 steps after 12 warm-up (the graph needs 11 DDP-enabled
-#    eager warm-up iterations before its capture, and they are recorded too). Each file
-#    must stay under 2 MB: a DDP rank-step of ResNet-18 training takes ~100 KB of SQLite
-#    (16 steps x 2 ranks made 3.2 MB), of the MLP about half, hence the MLP. Writes
+#    worker processes: all ranks in one report), the $TRACE_SIZE (default tiny) $TRACE_MODEL
+#    (default mlp) eager and graphed, --no-cudnn-benchmark so the two launches run the same
+#    kernels. Eager: 12 steps after 3 warm-up; graphed: 12 steps after 12 warm-up (the graph
+#    needs 11 DDP-enabled eager warm-up iterations before its capture, and they are recorded
+#    too). Each file must stay under 2 MB: a DDP rank-step of the full MLP takes ~93 KB of
+#    SQLite (12 + 3 graphed steps x 2 ranks made 2.8 MB), hence the tiny model. Writes
 #    traces/ddp_${TRACE_MODEL}_train_{eager,graph}.sqlite, their `nsys stats` oracles in
 #    traces/expected/, `cgprof analyze` of each (in the log), and `cgprof diff` HTML into
 #    $DEST. $DEST gets 5 files (log, 2 JSON, HTML, tgz): within what the device returns.
 # With $OUT set (the device machine), DEST=$OUT and everything is also packed into
 # $OUT/ddp_traces.tgz; the whole log is tee'd to $DEST/make_ddp_traces.log.
-# Knobs: STEPS, WARMUP, TRACE_MODEL, EAGER_STEPS/EAGER_WARMUP, GRAPH_STEPS/GRAPH_WARMUP,
+# Knobs: STEPS, WARMUP, TRACE_MODEL, TRACE_SIZE (default tiny), EAGER_STEPS/EAGER_WARMUP, GRAPH_STEPS/GRAPH_WARMUP,
 # FIGURES=0 (traces only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,15 +37,23 @@ exec > >(tee "$DEST/make_ddp_traces.log") 2>&1
 STEPS=${STEPS:-200}
 WARMUP=${WARMUP:-20}
 TRACE_MODEL=${TRACE_MODEL:-mlp}
-EAGER_STEPS=${EAGER_STEPS:-6}
+# The full MLP made a 2.8 MB graphed trace (12 DDP warm-up + 3 steps x 2 ranks, ~93 KB per
+# rank-step): the traces use the tiny MLP (4 x Linear(16)), which keeps DDP's bucketed
+# all-reduce, the capture and the replay, in far fewer kernels.
+TRACE_SIZE=${TRACE_SIZE:-tiny}
+EAGER_STEPS=${EAGER_STEPS:-12}
 EAGER_WARMUP=${EAGER_WARMUP:-3}
-GRAPH_STEPS=${GRAPH_STEPS:-3}
+GRAPH_STEPS=${GRAPH_STEPS:-12}
 GRAPH_WARMUP=${GRAPH_WARMUP:-12}
 FIGURES=${FIGURES:-1}
 MAX_BYTES=$((2 * 1024 * 1024))
 
+MADE=()
 die() {
   echo "make_ddp_traces: FAILED: $*" >&2
+  if [ -n "${OUT:-}" ] && [ "${#MADE[@]}" -gt 0 ]; then
+    tar czf "$OUT/ddp_traces.tgz" "${MADE[@]}" traces/expected/ddp_* 2>/dev/null || true
+  fi
   exit 1
 }
 
@@ -80,7 +88,6 @@ if [ "$FIGURES" = 1 ]; then
 fi
 
 # --- 2. traces -------------------------------------------------------------------------
-MADE=()
 for mode in eager graph; do
   name=ddp_${TRACE_MODEL}_train_$mode
   if [ "$mode" = eager ]; then
@@ -89,8 +96,8 @@ for mode in eager graph; do
     counts=(--steps "$GRAPH_STEPS" --warmup "$GRAPH_WARMUP")
   fi
   cmd=(python3 -m cgprof record -o "traces/$name" --force -- "${TORCHRUN[@]}"
-       -m cgprof run train --ddp --mode "$mode" --model "$TRACE_MODEL" "${counts[@]}"
-       --seed 0 --no-cudnn-benchmark)
+       -m cgprof run train --ddp --mode "$mode" --model "$TRACE_MODEL" --size "$TRACE_SIZE"
+       "${counts[@]}" --seed 0 --no-cudnn-benchmark)
   echo
   echo "=== traces/$name.sqlite: ${cmd[*]}"
   "${cmd[@]}" || die "cgprof record of $name failed (see above)"
