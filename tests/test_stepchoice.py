@@ -220,6 +220,34 @@ def test_overlapping_ranges_do_not_qualify(db):
     assert c["reasons"] == "90% of instances overlap"
 
 
+def test_a_range_each_thread_opens_once_is_no_loop(db):
+    # Four worker threads, each one long 'worker_loop' range over all the launches.
+    w = Work()
+    nvtx = [N(0, 100_000, "worker_loop", tid=101 + t) for t in range(4)]
+    for i in range(8):
+        w.launch(i * STEP_NS + 100, tid=101 + i % 4)
+    r = cgprof.analyze(db(nvtx=nvtx, runtime=w.runtime, kernels=w.kernels))
+    assert r.steps.source == "whole-trace"
+    c = r.steps.candidates.iloc[0]
+    assert (c["name"], c["count"], c["coverage"]) == ("worker_loop", 4, 1.0)
+    assert c["reasons"] == "does not repeat on any one thread"
+
+
+def test_candidates_kept_are_the_best_few(db):
+    w, nvtx = Work(), []
+    for i in range(20):
+        t = i * STEP_NS
+        nvtx.append(N(t, t + 9000, "step"))
+        nvtx += [N(t + 10 * j, t + 10 * j + 5, f"cudnnOp{j}") for j in range(12)]
+        w.launch(t + 500)
+    p = db(nvtx=nvtx, runtime=w.runtime, kernels=w.kernels)
+    r = cgprof.analyze(p)
+    assert (r.steps.source, r.steps.name) == ("scored", "step")
+    assert r.steps.candidates["name"].tolist() == ["step"] + [f"cudnnOp{j}" for j in
+                                                              (0, 1, 10, 11, 2, 3, 4, 5, 6)]
+    assert len(cgprof.analyze(p, step="step").steps.candidates) == 0
+
+
 # --- a fixed cycle of pipeline stages ----------------------------------------------------------
 
 STAGES = ["reader", "3D_backbone", "neck", "head", "nms", "post_processing"]

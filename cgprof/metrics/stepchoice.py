@@ -13,7 +13,8 @@
 
 Scoring (one row per range name, i.e. ``domain:text``; see :func:`score_candidates`):
 
-* ``count``: instances (closed ranges). A candidate needs at least 2.
+* ``count``: instances (closed ranges). A candidate needs at least 2 on one thread (a range
+  that each of several threads opens once is no loop).
 * ``top_level``: share of instances not nested inside a range of another name on the same
   thread. Ranges that occur once on a thread (a ``main`` or ``training`` wrapper) do not
   count as parents, so a loop inside one wrapper is still top-level.
@@ -30,8 +31,8 @@ Scoring (one row per range name, i.e. ``domain:text``; see :func:`score_candidat
 * ``name``: ``step``-like names (step, iter, iteration, batch, train, training as a word)
   score x2; ``epoch`` x0.25 (an epoch is many steps: too coarse a unit).
 
-A candidate qualifies when it is no library range, repeats (count >= 2), covers at least
-MIN_COVERAGE of its processes' launch calls (or they launch nothing) and at most
+A candidate qualifies when it is no library range, repeats (2 or more on a thread), covers
+at least MIN_COVERAGE of its processes' launch calls (or they launch nothing) and at most
 MAX_OVERLAP of its instances overlap. Its score::
 
     coverage (1 when unknown) * (0.5 + 0.5 * top_level) * min(1, count / MANY) * name factor
@@ -62,6 +63,8 @@ MIN_COVERAGE = 0.5
 MAX_OVERLAP = 0.1
 #: From this many instances on, the count no longer raises the score.
 MANY = 10
+#: Candidates kept in StepChoice / StepResult (best first); score_candidates returns all.
+CANDIDATES_KEPT = 10
 #: Score factors for names that look like a step, and like an epoch.
 STEP_NAME_FACTOR = 2.0
 EPOCH_NAME_FACTOR = 0.25
@@ -99,8 +102,8 @@ class StepChoice:
     name        display name ("cgprof:step"), None for whole-trace
     source      "option", "default", "scored", "cycle" or "whole-trace"
     rule        one sentence: which rule chose it and why
-    candidates  the scored candidates, best first (CANDIDATE_COLUMNS); empty for option and
-                default
+    candidates  the CANDIDATES_KEPT best scored candidates, best first (CANDIDATE_COLUMNS);
+                empty for option and default
     """
 
     ranges: pd.DataFrame
@@ -168,10 +171,12 @@ def choose_step_ranges(trace: Trace, step: str | None,
         source = str(best["kind"])
         inst = (cycles[str(best["name"])] if source == "cycle" else
                 ranges[ranges["name"].astype(str) == str(best["name"])])
-        return StepChoice(inst, str(best["name"]), source, _rule_sentence(best, inst), cand)
+        return StepChoice(inst, str(best["name"]), source, _rule_sentence(best, inst),
+                          cand.head(CANDIDATES_KEPT))
     why = ("no NVTX ranges" if ranges.empty else
            "no repeating range qualified as a step (see the candidates)")
-    return StepChoice(ranges.iloc[0:0], None, "whole-trace", f"whole-trace: {why}", cand)
+    return StepChoice(ranges.iloc[0:0], None, "whole-trace", f"whole-trace: {why}",
+                      cand.head(CANDIDATES_KEPT))
 
 
 def _rule_sentence(best: pd.Series, inst: pd.DataFrame) -> str:
@@ -224,18 +229,19 @@ def score_candidates(ranges: pd.DataFrame, calls: pd.DataFrame
     gtid = r["global_tid"].to_numpy(np.int64)
     texts, domains = r["text"].to_numpy(), r["domain"].to_numpy()
     groups = r.groupby("name", sort=True).indices
+    per_thread = r.groupby(["name", "global_tid"]).size().groupby(level=0).max()
     for name, count in counts.items():
         idx = groups[name]
         text = "" if texts[idx[0]] is None else str(texts[idx[0]])
         domain = str(domains[idx[0]])
         libs[str(name)] = lib = library_of(text, domain)
-        rows.append(_judge(str(name), domain, text, "scored", int(count),
+        rows.append(_judge(str(name), domain, text, "scored", int(count), int(per_thread[name]),
                            float(top[idx].mean()),
                            _coverage(pid[idx], start[idx], end[idx], launches),
                            _overlap(gtid[idx], start[idx], end[idx]), lib))
     for cyc_name, inst in _cycles(r, top, counts, libs).items():
         s_, e_ = inst["start_ns"].to_numpy(np.int64), inst["end_ns"].to_numpy(np.int64)
-        rows.append(_judge(cyc_name, "", cyc_name, "cycle", len(inst), 1.0,
+        rows.append(_judge(cyc_name, "", cyc_name, "cycle", len(inst), len(inst), 1.0,
                            _coverage(inst["pid"].to_numpy(np.int64), s_, e_, launches),
                            _overlap(inst["global_tid"].to_numpy(np.int64), s_, e_), None))
         cycles[cyc_name] = inst
@@ -247,16 +253,17 @@ def score_candidates(ranges: pd.DataFrame, calls: pd.DataFrame
     return cand, cycles
 
 
-def _judge(name: str, domain: str, text: str, kind: str, count: int, top_level: float,
+def _judge(name: str, domain: str, text: str, kind: str, count: int, per_thread: int,
+           top_level: float,
            coverage: float | None, overlap: float, library: str | None) -> dict:
     reasons = []
     qualified = True
     if library:
         qualified = False
         reasons.append(f"library range ({library})")
-    if count < 2:
+    if count < 2 or per_thread < 2:
         qualified = False
-        reasons.append("does not repeat")
+        reasons.append("does not repeat" if count < 2 else "does not repeat on any one thread")
     if coverage is not None and coverage < MIN_COVERAGE:
         qualified = False
         reasons.append(f"covers only {_pct(coverage)} of launch calls")
