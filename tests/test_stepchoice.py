@@ -394,3 +394,24 @@ def test_real_traces_keep_their_steps(traces_dir):
     assert choice.rule.startswith("scored: top-level on thread ")
     assert choice.rule.endswith(", 20 instances, covers 99.9% of launch calls, "
                                 "name looks like a step")
+
+
+def test_diff_notes_steps_of_different_ranges(db):
+    def run(step_name: str):
+        w, nvtx = Work(), []
+        for i in range(10):
+            t = i * STEP_NS
+            nvtx.append(N(t, t + 9000, step_name))
+            w.launch(t + 100)
+        return cgprof.analyze(db(nvtx=nvtx, runtime=w.runtime, kernels=w.kernels))
+
+    a, b = run("train_step"), run("iteration")
+    d = cgprof.diff(a, b, labels=("eager", "compiled"))
+    assert ("note: the runs' steps are different NVTX ranges (eager: train_step (scored), "
+            "compiled: iteration (scored)); per-step figures compare unlike things: pass "
+            "--step NAME[@DOMAIN]") in d.lines
+    doc = d.to_dict()
+    assert doc["candidate"]["step_source"] == "scored"
+    assert doc["candidate"]["step_rule"] == b.steps.rule
+    same = cgprof.diff(a, run("train_step"))
+    assert not any("different NVTX ranges" in line for line in same.lines)
