@@ -319,6 +319,15 @@ def test_whole_trace_when_ranges_cover_little(db):
     assert (c["name"], c["count"], c["coverage"], c["score"]) == ("log", 5, 0.2, 0.0)
 
 
+def test_whole_trace_rule_says_why(db):
+    r = cgprof.analyze(db(runtime=[R(0, 10, LK, corr=1)], kernels=[K(20, 30, "a", corr=1)]))
+    assert r.steps.rule == "whole-trace: no NVTX ranges" and r.steps.candidates.empty
+    r = cgprof.analyze(db(nvtx=[N(0, 100, "a"), N(200, 300, "b")],
+                          runtime=[R(10, 20, LK, corr=1)], kernels=[K(20, 30, "a", corr=1)]))
+    assert r.steps.rule == "whole-trace: no NVTX range repeats" and r.steps.candidates.empty
+    assert "  chosen by whole-trace: no NVTX range repeats\n" in render(r)
+
+
 def test_no_launches_keeps_other_evidence(db):
     r = cgprof.analyze(db(nvtx=[N(0, 100, "a"), N(200, 300, "a")],
                           runtime=[R(10, 20, "cudaMalloc_v3020")]))

@@ -173,7 +173,7 @@ def choose_step_ranges(trace: Trace, step: str | None,
                 ranges[ranges["name"].astype(str) == str(best["name"])])
         return StepChoice(inst, str(best["name"]), source, _rule_sentence(best, inst),
                           cand.head(CANDIDATES_KEPT))
-    why = ("no NVTX ranges" if ranges.empty else
+    why = ("no NVTX ranges" if ranges.empty else "no NVTX range repeats" if cand.empty else
            "no repeating range qualified as a step (see the candidates)")
     return StepChoice(ranges.iloc[0:0], None, "whole-trace", f"whole-trace: {why}",
                       cand.head(CANDIDATES_KEPT))
