@@ -203,8 +203,8 @@ def test_epoch_is_too_coarse_and_wrappers_do_not_nest(db):
     assert c.loc["step", "top_level"] == 0.0 and c.loc["epoch", "top_level"] == 1.0
     assert c.loc["step", "score"] == 0.5 * STEP_NAME_FACTOR
     assert c.loc["epoch", "score"] == 0.3 * EPOCH_NAME_FACTOR
-    assert r.steps.rule == ("scored: 0% top-level on thread 100, 30 instances, covers 100% of "
-                            "launch calls, name looks like a step")
+    assert r.steps.rule == ("scored: nested in other ranges on thread 100, 30 instances, covers "
+                            "100% of launch calls, name looks like a step")
 
 
 def test_overlapping_ranges_do_not_qualify(db):
@@ -292,6 +292,24 @@ def test_cycle_beats_its_biggest_stage(db):
     assert c["name"].tolist()[:2] == ["cycle reader .. post_processing (6 ranges)",
                                       "3D_backbone"]
     assert c["score"].tolist()[:2] == [1.0, round(8 / 13, 4)]
+
+
+def test_the_same_cycle_in_two_processes_is_one_candidate(db):
+    w1, nv1 = _pipeline(5)
+    w2, nv2 = _pipeline(5)
+    n = len(w1.runtime)
+    nvtx = nv1 + [N(x.start + 100, x.end + 100, x.text, pid=200) for x in nv2]
+    runtime = w1.runtime + [R(x.start + 100, x.end + 100, x.name, corr=x.corr + n, pid=200)
+                            for x in w2.runtime]
+    kernels = w1.kernels + [K(x.start + 100, x.end + 100, x.name, corr=x.corr + n, pid=200)
+                            for x in w2.kernels]
+    r = cgprof.analyze(db(nvtx=nvtx, runtime=runtime, kernels=kernels))
+    assert (r.steps.source, len(r.steps.steps)) == ("cycle", 10)
+    assert r.steps.steps["pid"].tolist() == [100, 200] * 5
+    assert r.steps.steps["kernel_launches"].tolist() == [6] * 10
+    assert r.steps.rule == ("cycle: a fixed cycle of top-level ranges on 2 threads in 2 "
+                            "processes, one step per cycle, 10 cycles, covers 100% of launch "
+                            "calls")
 
 
 def test_broken_cycle_is_no_cycle(db):

@@ -189,8 +189,10 @@ def _rule_sentence(best: pd.Series, inst: pd.DataFrame) -> str:
         parts.append(f"a fixed cycle of top-level ranges on {where}, one step per cycle, "
                      f"{best['count']} cycles")
     else:
-        parts.append(f"top-level on {where}" if best["top_level"] >= 1.0 else
-                     f"{best['top_level']:.0%} top-level on {where}")
+        top = float(best["top_level"])
+        parts.append(f"top-level on {where}" if top >= 1.0 else
+                     f"nested in other ranges on {where}" if top <= 0.0 else
+                     f"{_pct(top)} top-level on {where}")
         parts.append(f", {best['count']} instances")
     cov = best["coverage"]
     parts.append(", no launch calls to cover" if pd.isna(cov) else
@@ -208,7 +210,7 @@ def score_candidates(ranges: pd.DataFrame, calls: pd.DataFrame
     instances (nvtx_ranges columns; each spans one cycle; ``name`` and ``text`` are the
     candidate's name). Columns: name, domain, text; kind "scored" (a range
     name) or "cycle"; count (instances); top_level, coverage, overlap (shares 0..1, coverage
-    <NA> when the processes launch nothing); library (the library's name, or "");
+    NaN when the processes launch nothing); library (the library's name, or "");
     qualified (bool); score (float, 0 when not qualified); reasons (text).
     """
     empty = pd.DataFrame({c: [] for c in CANDIDATE_COLUMNS})
@@ -232,7 +234,7 @@ def score_candidates(ranges: pd.DataFrame, calls: pd.DataFrame
     per_thread = r.groupby(["name", "global_tid"]).size().groupby(level=0).max()
     for name, count in counts.items():
         idx = groups[name]
-        text = "" if texts[idx[0]] is None else str(texts[idx[0]])
+        text = texts[idx[0]] if isinstance(texts[idx[0]], str) else ""
         domain = str(domains[idx[0]])
         libs[str(name)] = lib = library_of(text, domain)
         rows.append(_judge(str(name), domain, text, "scored", int(count), int(per_thread[name]),
@@ -388,7 +390,8 @@ def _overlap(gtid: np.ndarray, start: np.ndarray, end: np.ndarray) -> float:
 
 def _cycles(r: pd.DataFrame, top: np.ndarray, counts: pd.Series,
             libs: dict[str, str | None]) -> dict[str, pd.DataFrame]:
-    """Per thread, top-level non-library ranges that repeat in one fixed order, as cycles.
+    """Per thread, top-level non-library ranges that repeat in one fixed order, as cycles
+    (the same cycle on several threads, e.g. one per process, is one candidate).
 
     The thread's sequence of top-level ranges (of names repeating on the thread) must be
     one pattern of at least 2 distinct names repeated at least twice, the last repetition
@@ -413,15 +416,15 @@ def _cycles(r: pd.DataFrame, top: np.ndarray, counts: pd.Series,
         s = g["start_ns"].to_numpy(np.int64)[: n_cycles * k].reshape(n_cycles, k)
         e = g["end_ns"].to_numpy(np.int64)[: n_cycles * k].reshape(n_cycles, k)
         label = f"cycle {period[0]} .. {period[-1]} ({k} ranges)"
-        if label in out:
-            label = f"{label} on thread {int(g['tid'].iloc[0])}"
         first = g.iloc[::k].iloc[:n_cycles]
-        out[label] = pd.DataFrame({
+        found = pd.DataFrame({
             "start_ns": s[:, 0], "end_ns": e.max(axis=1),
             "dur_ns": e.max(axis=1) - s[:, 0], "event_type": S.NVTX_PUSHPOP,
             "global_tid": gtid, "pid": first["pid"].to_numpy(), "tid": first["tid"].to_numpy(),
             "payload": pd.array([pd.NA] * n_cycles, dtype="Int64"),
             "text": label, "domain": "", "name": label})
+        # The same cycle on several threads (one per rank): one candidate, all instances.
+        out[label] = pd.concat([out[label], found], ignore_index=True) if label in out else found
     return out
 
 
