@@ -185,6 +185,8 @@ class DiffResult:
                     "hidden_steps": v.hidden_steps,
                     "graph_trace_mode": v.result.info["graph_trace_mode"],
                     "step_range": v.result.info["step_range"],
+                    "step_source": v.result.info["step_source"],
+                    "step_rule": v.result.steps.rule,
                     "headline": {k: _scalar(x) for k, x in v.headline.items()}}
 
         return {
@@ -669,6 +671,12 @@ def verdict_lines(d: DiffResult) -> list[str]:
                  f" of step time; replay compactness p50 {compactness_text(ha)} -> "
                  f"{compactness_text(hb)}")
     lines.append(f"work check: {work_summary(d)}")
+    ia, ib = (v.result.info for v in d.views)
+    if ia["step_range"] != ib["step_range"]:
+        lines.append(f"note: the runs' steps are different NVTX ranges ({la}: "
+                     f"{ia['step_range'] or 'whole trace'} ({ia['step_source']}), {lb}: "
+                     f"{ib['step_range'] or 'whole trace'} ({ib['step_source']})); per-step "
+                     f"figures compare unlike things: pass --step NAME[@DOMAIN]")
     for v in d.views:
         if set(v.steps["mode"]) >= set(STEADY_MODES):
             lines.append(f"note: the {v.label} window mixes eager and graphed steps; compare like "

@@ -291,12 +291,12 @@ def test_cross_thread_start_end_range_counts_in_nvtx_summary(db):
     assert ":mark" not in s.index
 
 
-def test_most_frequent_range_when_no_cgprof_step(db):
+def test_scored_range_when_no_cgprof_step(db):
     p = db(nvtx=[N(0, 100, "iter"), N(100, 200, "iter"), N(200, 300, "iter"), N(0, 300, "all")],
            runtime=[R(10, 20, LK, corr=1), R(110, 120, LK, corr=2)],
            kernels=[K(30, 40, "a", corr=1), K(130, 140, "a", corr=2)])
     r = cgprof.analyze(p)
-    assert (r.steps.name, r.steps.source) == ("iter", "most-frequent")
+    assert (r.steps.name, r.steps.source) == ("iter", "scored")
     assert r.steps.steps["kernel_launches"].tolist() == [1, 1, 0]
     assert r.steps.steps["group"].tolist() == ["all", "all", "all"]
 

@@ -31,8 +31,8 @@ def _clear(say) -> None:
 @click.command("analyze")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--step", "step", metavar="NAME[@DOMAIN]",
-              help="NVTX range that marks one step (default: step@cgprof, else the most "
-                   "frequent repeating range).")
+              help="NVTX range that marks one step (default: step@cgprof, else the best "
+                   "repeating range or cycle scored on evidence; see docs/steps.md).")
 @click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
               help="Leading steps to leave out (warm-up).")
 @click.option("--min-gap-us", type=click.FloatRange(min=0), default=0.0, show_default=True,

@@ -32,8 +32,8 @@ from cgprof.errors import CgprofError
                    "e.g. --mode eager,graph compares the two kinds of step of one trace given "
                    "twice.")
 @click.option("--step", "step", metavar="NAME[@DOMAIN]",
-              help="NVTX range that marks one step (default: step@cgprof, else the most "
-                   "frequent repeating range).")
+              help="NVTX range that marks one step (default: step@cgprof, else the best "
+                   "repeating range or cycle scored on evidence; see docs/steps.md).")
 @click.option("--skip", type=click.IntRange(min=0), default=0, show_default=True,
               help="Leading steps of each trace to leave out (warm-up).")
 @click.option("--max-events", type=click.IntRange(min=100), default=None, metavar="N",

@@ -66,7 +66,8 @@ def analyze(
     """Load (if given a path) and analyse one trace.
 
     step: ``NAME[@DOMAIN]`` of the NVTX range that marks a step (default: ``step@cgprof``,
-    else the most frequent repeating range, else the whole trace). skip: leading steps to
+    else a repeating range or cycle scored on evidence, else the whole trace; rules in
+    cgprof.metrics.stepchoice). skip: leading steps to
     drop (warm-up). min_gap_us: gaps at or below this are not listed (still counted as idle).
     """
     say = progress or (lambda _m: None)

@@ -1,8 +1,9 @@
 """Cut a trace into steps (instances of one NVTX range) and measure each step.
 
 Which range: ``--step NAME[@DOMAIN]``; by default cgprof's own ``step`` range in domain
-``cgprof`` when present, else the most frequent repeating range, else the whole trace as one
-step (said plainly in ``StepResult.source``).
+``cgprof`` when present, else the best of the repeating ranges scored on evidence, or a fixed
+cycle of top-level ranges, else the whole trace as one step (rules in
+cgprof.metrics.stepchoice; said plainly in ``StepResult.source`` and ``rule``).
 
 Attribution starts from what nsys's NVTX projection does: a CUDA API call belongs to a step
 when it lies inside the range on the same thread. Unlike nsys, calls on threads that emit no
@@ -15,7 +16,7 @@ correlationId), so a graph replay's kernels count for the step that called
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -24,10 +25,14 @@ from cgprof import schema as S
 from cgprof.errors import AnalysisError
 from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import assign_to_ranges, union_busy
+from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
+    DEFAULT_STEP,
+    StepChoice,
+    parse_step_option,
+)
+from cgprof.metrics.stepchoice import choose_step_ranges as _choose
 from cgprof.metrics.summaries import nvtx_ranges
 from cgprof.trace import Trace
-
-DEFAULT_STEP = ("step", "cgprof")
 
 #: A step is launch-bound when the GPU was busy for less than BUSY_SHARE of the step's host
 #: time and at least WAIT_SHARE of the GPU's idle time in the step was spent waiting for the
@@ -73,9 +78,13 @@ class StepResult:
                           calls (gaps of kind launch_bound)
             launch_bound  see BUSY_SHARE and WAIT_SHARE
     name    the range name used ("cgprof:step"), or None for whole-trace
-    source  "option", "default", "most-frequent" or "whole-trace"
+    source  "option", "default", "scored", "cycle" or "whole-trace"
+            (cgprof.metrics.stepchoice)
     skipped number of leading instances dropped with --skip
     call_steps  (pid, corr_id, step) of every API call attributed to a step
+    rule    one sentence: which rule chose the steps and why
+    candidates  the scored alternatives, best first (stepchoice.CANDIDATE_COLUMNS; empty
+            when --step or cgprof's own step range chose)
     """
 
     steps: pd.DataFrame
@@ -84,6 +93,8 @@ class StepResult:
     skipped: int
     total_instances: int
     call_steps: pd.DataFrame
+    rule: str = ""
+    candidates: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def window(self) -> tuple[int, int] | None:
         """Host start of the first step to the end of the last step or its GPU work."""
@@ -115,48 +126,12 @@ def classify_steps(result: StepResult, gaps: pd.DataFrame) -> None:
     )
 
 
-def parse_step_option(value: str) -> tuple[str, str | None]:
-    """``NAME[@DOMAIN]`` -> (name, domain or None)."""
-    if "@" in value:
-        name, domain = value.rsplit("@", 1)
-        return name, domain
-    return value, None
-
-
 def choose_step_ranges(
-    trace: Trace, step: str | None
-) -> tuple[pd.DataFrame, str | None, str]:
-    """The NVTX range instances that are the steps, their display name, and how chosen."""
-    ranges = nvtx_ranges(trace)
-    if step is not None:
-        name, domain = parse_step_option(step)
-        sel = ranges[ranges["text"] == name]
-        if domain is not None:
-            sel = sel[sel["domain"] == domain]
-        if sel.empty:
-            known = ", ".join(_range_labels(ranges)[:8]) or "none"
-            raise AnalysisError(
-                f"{trace.path}: no NVTX range '{step}' (ranges in this trace: {known})"
-            )
-        return sel, str(sel["name"].iloc[0]), "option"
-    name, domain = DEFAULT_STEP
-    sel = ranges[(ranges["text"] == name) & (ranges["domain"] == domain)]
-    if len(sel):
-        return sel, f"{domain}:{name}", "default"
-    if len(ranges):
-        counts = ranges.groupby("name", sort=True).size()
-        counts = counts[counts >= 2]
-        if len(counts):
-            best = counts.sort_values(ascending=False, kind="stable").index[0]
-            return ranges[ranges["name"] == best], str(best), "most-frequent"
-    return ranges.iloc[0:0], None, "whole-trace"
-
-
-def _range_labels(ranges: pd.DataFrame) -> list[str]:
-    labels = []
-    for (text, domain), _ in ranges.groupby(["text", "domain"], sort=True):
-        labels.append(f"{text}@{domain}" if domain else str(text))
-    return labels
+    trace: Trace, step: str | None, calls: pd.DataFrame | None = None
+) -> StepChoice:
+    """The NVTX range instances that are the steps and how they were chosen
+    (rules and scoring: cgprof.metrics.stepchoice)."""
+    return _choose(trace, step, calls)
 
 
 def compute_steps(
@@ -167,7 +142,8 @@ def compute_steps(
     skip: int = 0,
 ) -> StepResult:
     """Measure every step; see the module doc for how work is attributed."""
-    sel, name, source = choose_step_ranges(trace, step)
+    choice = choose_step_ranges(trace, step, calls)
+    sel, name, source = choice.ranges, choice.name, choice.source
     if source == "whole-trace":
         inst = _whole_trace_step(trace, calls, ops)
     else:
@@ -182,7 +158,7 @@ def compute_steps(
     inst = inst.assign(index=np.arange(total, dtype=np.int64)).iloc[skip:].reset_index(drop=True)
     steps, call_steps = _measure(trace, inst, calls, ops, whole=source == "whole-trace")
     return StepResult(steps=steps, name=name, source=source, skipped=skip, total_instances=total,
-                      call_steps=call_steps)
+                      call_steps=call_steps, rule=choice.rule, candidates=choice.candidates)
 
 
 def _whole_trace_step(trace: Trace, calls: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:

@@ -102,6 +102,8 @@ def result_to_dict(result: Any, _lazy: bool = False) -> dict[str, Any]:
             "source": s.source,
             "skipped": s.skipped,
             "total_instances": s.total_instances,
+            "rule": s.rule,
+            "candidates": table(s.candidates),
             "steps": table(s.steps),
         },
     }

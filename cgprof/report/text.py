@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 HEAD_TAIL = 3  # steps shown at each end of the step table
+CANDIDATES_SHOWN = 3  # step candidates listed after the chosen one
 
 
 def fmt_us(ns: Any, digits: int = 1) -> str:
@@ -55,12 +56,13 @@ def render(result: Any) -> str:
         f"{info['api_calls']} CUDA API calls, {info['nvtx_ranges']} NVTX ranges")
     st = result.steps
     if st.source == "whole-trace":
-        out.append("steps: no repeating NVTX range found, so the whole trace is one step "
+        out.append("steps: no NVTX range qualified as a step, so the whole trace is one step "
                    "(mark steps with cgprof.mark.step() or pass --step NAME[@DOMAIN])")
     else:
         skipped = f", first {st.skipped} skipped" if st.skipped else ""
         out.append(f"steps: {len(st.steps)} instances of NVTX range '{st.name}' "
                    f"({st.source}{skipped})")
+    out.extend(_step_choice(st))
     if mode == "graph":
         out.append("note: graph-granularity trace: replayed kernels are not in the kernel table; "
                    "busy time comes from whole-replay rows, and node figures are unavailable "
@@ -80,6 +82,24 @@ def render(result: Any) -> str:
     out.append("")
     out.extend(_steps(result))
     return "\n".join(out) + "\n"
+
+
+def _step_choice(st: Any) -> list[str]:
+    """Which rule chose the steps, and the next candidates, each one --step away."""
+    out = [f"  chosen by {st.rule}"] if st.rule else []
+    cand = getattr(st, "candidates", None)
+    if cand is None or cand.empty:
+        return out
+    others = cand[cand["name"] != (st.name or "")].head(CANDIDATES_SHOWN)
+    if others.empty:
+        return out
+    out.append("  other candidates:")
+    for c in others.itertuples():
+        how = ("not selectable with --step" if c.kind == "cycle" else
+               f"--step '{c.text}@{c.domain}'" if c.domain else f"--step '{c.text}'")
+        why = f"; {c.reasons}" if c.reasons else ""
+        out.append(f"    {c.name}: {c.count} instances, score {c.score:.2f}{why} ({how})")
+    return out
 
 
 def _gaps(result: Any) -> list[str]:
