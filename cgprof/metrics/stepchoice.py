@@ -19,9 +19,11 @@ Scoring (one row per range name, i.e. ``domain:text``; see :func:`score_candidat
   thread. Ranges that occur once on a thread (a ``main`` or ``training`` wrapper) do not
   count as parents, so a loop inside one wrapper is still top-level.
 * ``coverage``: share of the kernel- and graph-launch calls (outside stream capture) of the
-  candidate's processes that start inside one of its instances, counting calls on every
-  thread of the process (PyTorch launches the backward pass from autograd threads, as
-  ``cgprof.metrics.steps`` attributes them). <NA> when those processes launch nothing.
+  candidate's processes, made between its first instance's start and its last one's end,
+  that start inside one of its instances, counting calls on every thread of the process
+  (PyTorch launches the backward pass from autograd threads, as ``cgprof.metrics.steps``
+  attributes them). Calls before the first or after the last instance (warm-up, compilation,
+  evaluation after the loop) do not count. <NA> when those processes launch nothing then.
 * ``overlap``: share of instances that start before the previous instance on the same thread
   ended (steps must not overlap).
 * ``library``: the range belongs to a library, not to the user's loop: NCCL, CUB/CCCL,
@@ -373,8 +375,12 @@ def _coverage(pid: np.ndarray, start: np.ndarray, end: np.ndarray,
         t = launches.get(int(p))
         if t is None or not len(t):
             continue
-        total += len(t)
         m = u_pid == p
+        # Only calls made while the loop runs count: from the first instance's start to
+        # the last one's end. Warm-up before the loop (torch.compile compiles and warms up
+        # its CUDA graph trees eagerly, thousands of launches) says nothing about the step.
+        total += int(np.searchsorted(t, u_end[m].max(), "right")
+                     - np.searchsorted(t, u_start[m].min(), "left"))
         inside += int((np.searchsorted(t, u_end[m], "right")
                        - np.searchsorted(t, u_start[m], "left")).sum())
     return None if total == 0 else inside / total
