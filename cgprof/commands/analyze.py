@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from cgprof.commands.engine_opts import engine_options
 from cgprof.errors import CgprofError, OutputExistsError
 
 
@@ -46,10 +47,11 @@ def _clear(say) -> None:
 @click.option("--max-events", type=click.IntRange(min=100), default=None,
               help="With --html: most events drawn per timeline (default 20000).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@engine_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
 def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, max_events, force,
             quiet) -> None:
-    """Analyse one or more nsys SQLite exports (`nsys export --type sqlite`)."""
+    """Analyse nsys traces: SQLite exports, .nsys-rep reports, parquetdir/arrowdir exports."""
     from cgprof.metrics import analyze
     from cgprof.report import json_report, text
     from cgprof.report.output import check_writable, write_atomic
