@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
+from cgprof.metrics.intervals import sort_stable
 from cgprof.trace import Trace
 
 KIND_KERNEL = "kernel"
@@ -54,5 +55,5 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
                              for c in OP_COLUMNS})
     ops = pd.concat(parts, ignore_index=True)
     ops["kind"] = ops["kind"].astype("category")
-    ops = ops.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
+    ops = sort_stable(ops, ["start_ns", "end_ns"]).reset_index(drop=True)
     return ops[OP_COLUMNS]
