@@ -11,13 +11,27 @@ from cgprof.commands.engine_opts import engine_options
 from cgprof.errors import CgprofError, OutputExistsError
 
 
+#: Progress messages one analysis sends (load: strings, kernels, API calls, copies, NVTX, cache;
+#: metrics: API calls, steps, gaps, replays, summary): the bar's length.
+_STAGES = 11
+
+
 def _progress(quiet: bool):
-    """A progress line on stderr, only when stderr is a terminal and not --quiet."""
+    """A progress bar on stderr, only when stderr is a terminal and not --quiet.
+
+    One line, redrawn in place: ``cgprof: reading kernels ... [###-------] 3/11 1.2 s``.
+    """
     if quiet or not sys.stderr.isatty():
         return None
+    import time
+
+    state = {"n": 0, "t0": time.monotonic()}
 
     def say(msg: str) -> None:
-        sys.stderr.write(f"\r\x1b[2Kcgprof: {msg} ...")
+        state["n"] = min(state["n"] + 1, _STAGES)
+        done = state["n"] * 20 // _STAGES
+        sys.stderr.write(f"\r\x1b[2Kcgprof: {msg} ... [{'#' * done}{'-' * (20 - done)}] "
+                         f"{state['n']}/{_STAGES} {time.monotonic() - state['t0']:.1f} s")
         sys.stderr.flush()
 
     return say
