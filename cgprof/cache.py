@@ -71,7 +71,7 @@ def entry_dir(path: Path) -> Path:
     return cache_dir() / key(path)
 
 
-def lookup(path: Path) -> E.DirSource | None:
+def lookup(path: Path) -> CachedSource | None:
     """The cache entry of ``path`` as a source, or None (no entry, unreadable, other format)."""
     try:
         entry = entry_dir(path)
@@ -85,10 +85,10 @@ def lookup(path: Path) -> E.DirSource | None:
     if not isinstance(tables, dict):
         discard(entry)
         return None
-    return _CachedSource(entry, tables, path)
+    return CachedSource(entry, tables, path)
 
 
-class _CachedSource(E.DirSource):
+class CachedSource(E.DirSource):
     """A cache entry; ``path`` stays the trace's own path for messages."""
 
     def __init__(self, entry: Path, tables: dict[str, list[str]], trace_path: Path) -> None:

@@ -242,7 +242,6 @@ class DirSource(Source):
 
     def _schema(self, f: Path) -> Any:
         if self.suffix == ".arrow":
-            import pyarrow.ipc as ipc
 
             with _open_ipc(f) as reader:
                 return reader.schema

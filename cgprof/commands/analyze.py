@@ -10,7 +10,6 @@ import click
 from cgprof.commands.engine_opts import engine_options
 from cgprof.errors import CgprofError, OutputExistsError
 
-
 #: Progress messages one analysis sends (load: strings, kernels, API calls, copies, NVTX, cache;
 #: metrics: API calls, steps, gaps, replays, summary): the bar's length.
 _STAGES = 11

@@ -166,7 +166,7 @@ def _str_array(names: pd.Series) -> object:
     """``names`` with NaN as "", as the column pandas builds from Python strings, but made
     from the categories (one string each) rather than one Python object per row."""
     target = pd.Series(np.array(["x"], dtype=object)).dtype  # str (pandas 3) or object
-    if not isinstance(names.dtype, pd.CategoricalDtype) or target == object:
+    if not isinstance(names.dtype, pd.CategoricalDtype) or target == np.dtype(object):
         return names.astype(object).fillna("").astype(str).to_numpy()
     import pyarrow as pa
 
