@@ -55,6 +55,20 @@ def threads() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
+_capped: list[int] = []
+
+
+def _cap_arrow_threads() -> None:
+    """Arrow's own thread pool follows ``CGPROF_THREADS`` too (set once per value)."""
+    n = threads()
+    if _capped != [n] and os.environ.get("CGPROF_THREADS", "").strip():
+        import pyarrow as pa
+
+        pa.set_cpu_count(n)
+        pa.set_io_thread_count(n)
+        _capped[:] = [n]
+
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -119,6 +133,7 @@ class Source:
 
     def read(self, table: str, columns: list[str]) -> Any:
         """The named columns of ``table`` (all of them must exist) as a pyarrow.Table."""
+        _cap_arrow_threads()
         tbl = self._read(table, columns)
         self.reads[table] = tbl
         return tbl
