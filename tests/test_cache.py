@@ -290,3 +290,17 @@ def test_analyze_import_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_json_tables_written_in_pieces_are_the_same_bytes():
+    from cgprof.report.json_report import _Table
+
+    df = pd.DataFrame({"gap_ns": [5, 7, 9, 11, 13, 17, 19], "kind": pd.Categorical(
+        ["a", "b", None, "a", "b", "a", "<é>"]), "pct": [0.1, None, 2.5, 1e-9, 3.0, 4.0, 5.5]})
+    t = _Table(df)
+    whole = df[sorted(df.columns)].assign(kind=df["kind"].astype(object)).to_json(
+        orient="records", double_precision=15, force_ascii=False)
+    for rows in (1, 3, 7, 100):
+        assert "".join(t.chunks(rows=rows)) == whole
+    assert list(t.chunks(rows=3))[0] == "["
+    assert "".join(_Table(df.iloc[:0]).chunks(rows=3)) == "[]"

@@ -92,11 +92,12 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, ma
             finally:
                 _clear(say)
         if json_out == "-":
-            click.echo(json_report.render(results), nl=False)
+            for piece in json_report.render_chunks(results):
+                click.echo(piece, nl=False)
         else:
             click.echo("\n".join(text.render(r) for r in results), nl=False)
             if json_out is not None:
-                write_atomic(Path(json_out), json_report.render(results), force)
+                write_atomic(Path(json_out), json_report.render_chunks(results), force)
                 click.echo(f"wrote {json_out}")
         if html_out is not None:
             from cgprof.report import figures, html
