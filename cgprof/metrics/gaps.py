@@ -143,11 +143,10 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
     input_copy = prev["kind"].isin(["memcpy", "memset"]).to_numpy(dtype=bool)
     replays = prev["in_graph"].to_numpy(dtype=bool) | g["in_graph"].to_numpy(dtype=bool)
 
-    kind = np.select(
-        [same_replay, sync_bound, launch_bound, input_copy, replays],
-        ["in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays"],
-        default="other",
-    )
+    labels = ["in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays", "other"]
+    kind = _str_array(pd.Series(pd.Categorical.from_codes(np.select(
+        [same_replay, sync_bound, launch_bound, input_copy, replays], [0, 1, 2, 3, 4],
+        default=5), categories=labels)))
     return pd.DataFrame({
         "device_id": g["device_id"].to_numpy(),
         "start_ns": gap_start,
