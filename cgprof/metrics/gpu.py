@@ -41,12 +41,13 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
     ]
     parts = []
     for df, kind, in_graph, input_copy in sources:
-        part = df[["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id"]].copy()
-        part["kind"] = kind
-        part["in_graph"] = np.asarray(in_graph, dtype=bool) if not isinstance(
-            in_graph, bool) else in_graph
-        part["is_input_copy"] = np.asarray(input_copy, dtype=bool) if not isinstance(
-            input_copy, bool) else input_copy
+        # No .copy(): the concat below copies once.
+        part = df[["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id"]].assign(
+            kind=kind,
+            in_graph=np.asarray(in_graph, dtype=bool) if not isinstance(
+                in_graph, bool) else in_graph,
+            is_input_copy=np.asarray(input_copy, dtype=bool) if not isinstance(
+                input_copy, bool) else input_copy)
         parts.append(part)
     parts = [p for p in parts if len(p)]
     if not parts:
