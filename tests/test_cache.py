@@ -304,3 +304,27 @@ def test_json_tables_written_in_pieces_are_the_same_bytes():
         assert "".join(t.chunks(rows=rows)) == whole
     assert list(t.chunks(rows=3))[0] == "["
     assert "".join(_Table(df.iloc[:0]).chunks(rows=3)) == "[]"
+
+
+def test_an_unwritable_cache_costs_only_speed(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("CGPROF_CACHE", str(blocker / "cache"))
+    res = CliRunner().invoke(main, ["analyze", str(TRACES / "mlp_infer_eager.sqlite"),
+                                    "--json", "-"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["trace"]["kernels"] > 0
+    assert blocker.read_text() == "a file where the cache folder would be"
+
+
+def test_a_second_store_of_the_same_trace_keeps_one_entry(cache_dir):
+    path = TRACES / "mlp_infer_graph.sqlite"
+    T.load(path)
+    src = T.open_source(path)
+    try:
+        T._load_tables(src, path, lambda _m: None)
+        again = cache.store(path, src)  # another run got there first: rename refused
+    finally:
+        src.close()
+    assert again == cache_dir / cache.key(path)
+    assert [p.name for p in cache_dir.iterdir()] == [cache.key(path)]
