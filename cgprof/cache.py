@@ -138,6 +138,22 @@ def store(path: Path, src: E.Source) -> Path | None:
         return None
 
 
+def warm(path: Path) -> Path:
+    """Read ``path`` once so that its columnar copy is in the cache; returns the entry.
+
+    What ``cgprof record --columnar`` does after the export: the first ``cgprof analyze``
+    then skips SQLite. Raises :class:`TraceError` when the trace cannot be read, or when the
+    cache cannot be written.
+    """
+    from cgprof.trace import load
+
+    load(path, cache=True)
+    entry = entry_dir(path)
+    if not (entry / MANIFEST).is_file():
+        raise TraceError(f"{path}: cannot write its columnar copy into {cache_dir()}")
+    return entry
+
+
 def export_report(report: Path, into: Path) -> Path:
     """Export an ``.nsys-rep`` to SQLite in folder ``into`` with the nsys cgprof finds."""
     from cgprof import record

@@ -328,3 +328,26 @@ def test_a_second_store_of_the_same_trace_keeps_one_entry(cache_dir):
         src.close()
     assert again == cache_dir / cache.key(path)
     assert [p.name for p in cache_dir.iterdir()] == [cache.key(path)]
+
+
+def test_warm_writes_the_copy_the_first_analysis_reads(cache_dir, tmp_path, monkeypatch):
+    p = tmp_path / "run.sqlite"
+    shutil.copyfile(TRACES / "mlp_infer_eager.sqlite", p)
+    entry = cache.warm(p)
+    assert entry == cache_dir / cache.key(p) and (entry / cache.MANIFEST).is_file()
+    _no_sqlite(monkeypatch)
+    assert len(T.load(p).kernels) == 2025
+
+
+def test_record_columnar_warns_when_the_export_cannot_be_read(tmp_path, cache_dir, monkeypatch):
+    nsys = _install_fake_nsys(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{nsys.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CGPROF_NSYS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('training')\n")
+    res = CliRunner().invoke(main, ["record", "--columnar", "train.py"])
+    assert res.exit_code == 0, res.output
+    assert f"cgprof: wrote {Path('train.sqlite')} and {Path('train.nsys-rep')}" in res.output
+    # The fake export has no events: the recording stands, the copy is skipped with a warning.
+    assert (f"cgprof: warning: no columnar copy: {Path('train.sqlite')}: contains no CUDA or "
+            f"NVTX events") in res.output
