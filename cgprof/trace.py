@@ -1,7 +1,10 @@
-"""Load an Nsight Systems SQLite export, read-only, into pandas DataFrames.
+"""Load an Nsight Systems export, read-only, into pandas DataFrames.
 
-`load(path)` probes which tables and columns exist (they vary with the nsys version and with
-what was traced), reads only what cgprof needs, resolves names through ``StringIds``, splits
+The export is an SQLite file, an ``.nsys-rep``, nsys's parquetdir/arrowdir, or cgprof's own
+cached Parquet copy: :mod:`cgprof.engine` reads the columns into Arrow, this module builds the
+frames (see docs/engine.md). `load(path)` probes which tables and columns exist (they vary
+with the nsys version and with what was traced), reads only what cgprof needs, resolves names
+through ``StringIds`` (as categoricals, one lookup per distinct id), splits
 ``globalTid``/``globalPid`` into ``pid``/``tid``, and keeps every time an integer nanosecond.
 
 Column conventions of every DataFrame on :class:`Trace` (all times int64 ns on the session
@@ -562,3 +565,5 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
 # Kept for callers of the old names.
 connect_readonly = E.connect_readonly
 probe = E.probe_sqlite
+#: ``is_trace_dir(path) -> bool``: a directory nsys exported as one trace (parquetdir/arrowdir).
+is_trace_dir = E.is_trace_dir

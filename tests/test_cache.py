@@ -210,6 +210,8 @@ def test_trace_dir_detection(tmp_path):
     plain = tmp_path / "runs"
     plain.mkdir()
     assert not engine.is_trace_dir(plain)
+    assert T.is_trace_dir is engine.is_trace_dir  # the name the multi-file code imports
+    assert T.is_trace_dir(COLUMNAR / "mlp_infer_eager.parquetdir")
     assert not engine.is_trace_dir(TRACES / "mlp_infer_eager.sqlite")
     # A folder that holds nsys's tables is one trace whatever its name.
     renamed = tmp_path / "export"
