@@ -41,9 +41,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from cgprof.commands import analyze, diff, record, run
+    from cgprof.commands import analyze, cache, diff, record, run
 
-    for module in (analyze, record, diff, run):
+    for module in (analyze, record, diff, run, cache):
         main.add_command(module.command)
 
 

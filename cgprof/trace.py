@@ -1,7 +1,10 @@
-"""Load an Nsight Systems SQLite export, read-only, into pandas DataFrames.
+"""Load an Nsight Systems export, read-only, into pandas DataFrames.
 
-`load(path)` probes which tables and columns exist (they vary with the nsys version and with
-what was traced), reads only what cgprof needs, resolves names through ``StringIds``, splits
+The export is an SQLite file, an ``.nsys-rep``, nsys's parquetdir/arrowdir, or cgprof's own
+cached Parquet copy: :mod:`cgprof.engine` reads the columns into Arrow, this module builds the
+frames (see docs/engine.md). `load(path)` probes which tables and columns exist (they vary
+with the nsys version and with what was traced), reads only what cgprof needs, resolves names
+through ``StringIds`` (as categoricals, one lookup per distinct id), splits
 ``globalTid``/``globalPid`` into ``pid``/``tid``, and keeps every time an integer nanosecond.
 
 Column conventions of every DataFrame on :class:`Trace` (all times int64 ns on the session
@@ -15,14 +18,15 @@ timeline shared by CPU and GPU events; the timeline does not start at 0):
 from __future__ import annotations
 
 import sqlite3
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from cgprof import engine as E
 from cgprof import schema as S
 from cgprof import validate as V
 from cgprof.errors import TraceError
@@ -100,11 +104,6 @@ def _check_file(path: Path) -> None:
     if path.is_dir():
         raise TraceError(f"{path}: is a directory, not an nsys SQLite export")
     suffix = path.suffix.lower()
-    if suffix == ".nsys-rep":
-        raise TraceError(
-            f"{path}: is an Nsight Systems report, not SQLite; export it first with "
-            f"`nsys export --type sqlite -o {path.with_suffix('.sqlite')} {path}`"
-        )
     if suffix == ".qdstrm":
         raise TraceError(
             f"{path}: is a raw Nsight Systems stream, not SQLite; import it with "
@@ -124,24 +123,14 @@ def _check_file(path: Path) -> None:
         )
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
-    """Open ``path`` with SQLite's read-only URI mode: cgprof never writes into a trace."""
-    uri = "file:" + urllib.request.pathname2url(str(path.resolve())) + "?mode=ro"
-    return sqlite3.connect(uri, uri=True)
-
-
-def probe(conn: sqlite3.Connection) -> dict[str, list[str]]:
-    """Map every table in the file to its column names."""
-    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-    return {t: [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')] for t in names}
-
-
-def _read_meta(conn: sqlite3.Connection, tables: dict[str, list[str]]) -> dict[str, str]:
+def _read_meta(src: E.Source) -> dict[str, str]:
     out: dict[str, str] = {}
     for table in (S.META_EXPORT_OLD, S.META_EXPORT, S.META_CAPTURE):
-        cols = tables.get(table, [])
+        cols = src.tables.get(table, [])
         if "name" in cols and "value" in cols:
-            for name, value in conn.execute(f'SELECT name, value FROM "{table}"'):
+            tbl = src.read(table, ["name", "value"])
+            for name, value in zip(tbl.column("name").to_pylist(),
+                                   tbl.column("value").to_pylist(), strict=True):
                 if isinstance(name, str):
                     out.setdefault(name, value)
     return out
@@ -159,82 +148,82 @@ def _graph_mode_from_meta(meta: dict[str, str]) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------
-# reading tables
+# reading tables: Arrow columns -> numpy -> pandas, no Python object per row on big tables
+
+#: Column kinds in a read spec: "int" (NULL or a missing column -> 0) or "null" (nullable
+#: Int64: NULL or a missing column -> <NA>), or an int default for a missing column.
+Spec = list[tuple[str, str, str]]
 
 
-def _col(cols: list[str], name: str, alias: str, default: str = "NULL") -> str:
-    return f'"{name}" AS {alias}' if name in cols else f"{default} AS {alias}"
+def _arrow_ints(col: Any, path: Path, table: str, name: str) -> tuple[np.ndarray, Any]:
+    """An Arrow integer column as (int64 values, null mask or None), zero-copy when it can."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = col.type
+    if pa.types.is_null(t):
+        return np.zeros(len(col), dtype=np.int64), np.ones(len(col), dtype=bool)
+    if not (pa.types.is_integer(t) or pa.types.is_boolean(t)):
+        try:
+            col = pc.cast(col, pa.int64(), safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise TraceError(
+                f"{path}: table {table} column {name} holds {t} values where nsys writes "
+                f"integers; is the file corrupt or not written by nsys?"
+            ) from None
+    elif t != pa.int64():
+        # nsys's uint64 ids are SQLite's signed int64 bit for bit.
+        col = pc.cast(col, pa.int64(), safe=False)
+    if col.null_count:
+        mask = col.is_null().to_numpy(zero_copy_only=False)
+        return pc.fill_null(col, 0).to_numpy(), mask
+    return col.to_numpy(), None
 
 
-#: Stands for NULL in integer-only queries (no nsys column holds it).
-NULL_INT = -(2**63)
+def _int_frame(src: E.Source, table: str, spec: Spec,
+               required: tuple[str, ...] = ("start", "end")) -> pd.DataFrame:
+    """Read integer columns of ``table``: ``spec`` is (nsys column, alias, "int"|"null").
 
-
-def _icol(cols: list[str], name: str, default: str = "NULL") -> str:
-    """An integer column for :func:`_query_ints`: NULL (or a missing column) -> NULL_INT."""
-    expr = f'"{name}"' if name in cols else default
-    return f"coalesce({expr}, {NULL_INT})"
-
-
-def _query_ints(conn: sqlite3.Connection, exprs: list[str], table: str,
-                columns: list[str]) -> pd.DataFrame:
-    """Integer-only SELECT straight into one int64 matrix (the fast path for big tables).
-
-    Columns holding NULL_INT come back as nullable Int64 with <NA> there.
-    """
-    sql = f"SELECT {', '.join(exprs)} FROM \"{table}\""
-    rows = conn.execute(sql).fetchall()
-    if not rows:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns})
-    matrix = np.array(rows, dtype=np.int64)
-    del rows
+    ``required``: columns nsys declares NOT NULL: a NULL there means a damaged file (nullable
+    ones, such as correlationId, read as 0 like a missing column)."""
+    cols = src.tables.get(table)
+    have = [c for c, _, _ in spec if cols is not None and c in cols]
+    tbl = src.read(table, have) if have else None
+    n = tbl.num_rows if tbl is not None else 0
+    arrays = {c: tbl.column(c) for c in have} if tbl is not None else {}
+    del tbl
     data: dict[str, object] = {}
-    for i, name in enumerate(columns):
-        col = matrix[:, i].copy()
-        null = col == NULL_INT
-        data[name] = pd.arrays.IntegerArray(col, null) if null.any() else col
+    for column, alias, kind in spec:
+        if column in arrays:
+            values, mask = _arrow_ints(arrays.pop(column), src.path, table, column)
+            if mask is not None and column in required and mask.any():
+                raise V.DamagedColumn(table, column, f"is NULL in {int(mask.sum())} rows")
+        else:
+            values, mask = np.zeros(n, dtype=np.int64), (np.ones(n, dtype=bool)
+                                                         if kind == "null" else None)
+        if kind == "null":
+            data[alias] = pd.arrays.IntegerArray(
+                values if mask is None else values.copy(),
+                np.zeros(n, dtype=bool) if mask is None else mask)
+        else:
+            data[alias] = values if mask is None else np.where(mask, 0, values)
     return pd.DataFrame(data, copy=False)
 
 
-def _query(conn: sqlite3.Connection, sql: str, columns: list[str]) -> pd.DataFrame:
-    """Run ``sql`` and build the frame column by column.
-
-    Much faster than ``DataFrame.from_records`` on millions of rows: each column goes through
-    numpy once, as int64 when it holds no NULL, else as a nullable Int64, else as objects.
-    """
-    rows = conn.execute(sql).fetchall()
-    if not rows:
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in columns})
-    data: dict[str, object] = {}
-    for name, values in zip(columns, zip(*rows, strict=True), strict=True):
-        data[name] = _column(values)
-    return pd.DataFrame(data, copy=False)
-
-
-def _column(values: tuple) -> object:
-    try:
-        return np.fromiter(values, dtype=np.int64, count=len(values))
-    except (TypeError, ValueError, OverflowError):
-        pass
-    if any(isinstance(v, int) for v in values) and all(
-        v is None or isinstance(v, int) for v in values
-    ):
-        return pd.array(values, dtype="Int64")
-    return np.array(values, dtype=object)
-
-
-def _required(df: pd.DataFrame, table: str, cols: tuple[str, ...] = ("start_ns", "end_ns")
-              ) -> None:
-    """Columns nsys declares NOT NULL: a NULL there means a damaged file (nullable ones, such
-    as correlationId, read as 0 like a missing column)."""
-    for c in cols:
-        n = int(df[c].isna().sum())
-        if n:
-            raise V.DamagedColumn(table, _NSYS_NAME.get(c, c), f"is NULL in {n} rows")
-
-
-_NSYS_NAME = {"start_ns": "start", "end_ns": "end", "device_id": "deviceId",
-              "stream_id": "streamId", "event_class": "eventClass"}
+def _sort(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Stable sort by ``keys``; skipped (same result) when the rows are in order already."""
+    if len(df) > 1:
+        a = df[keys[0]].to_numpy()
+        if keys[0] == "start_ns" and len(keys) == 1 and isinstance(a, np.ndarray):
+            if (a[1:] >= a[:-1]).all():
+                return df.reset_index(drop=True)
+        elif len(keys) == 2 and isinstance(a, np.ndarray):
+            b = df[keys[1]].to_numpy()
+            if isinstance(b, np.ndarray):
+                da = a[1:] - a[:-1]
+                if (da >= 0).all() and (b[1:][da == 0] >= b[:-1][da == 0]).all():
+                    return df.reset_index(drop=True)
+    return df.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
 def _int(df: pd.DataFrame, cols: list[str]) -> None:
@@ -252,21 +241,28 @@ def _durations(df: pd.DataFrame) -> None:
     df["dur_ns"] = df["end_ns"] - df["start_ns"]
 
 
-def _names(ids: pd.Series, strings: pd.Series) -> pd.Series:
-    """Resolve StringIds ids as a categorical (kernel names repeat a lot)."""
-    if ids.empty:
-        return pd.Series([], dtype="object", index=ids.index)
-    codes = ids.fillna(-1).astype("int64")
-    uniq = pd.unique(codes)
-    lookup = {i: strings.get(i, f"<unknown string {i}>") for i in uniq}
-    return codes.map(lookup).astype("category")
+def _names(ids: np.ndarray, strings: pd.Series, index: pd.Index) -> pd.Series:
+    """Resolve StringIds ids (-1: none) as a categorical, sorted categories.
+
+    One dictionary lookup per distinct id, then integer codes: never a Python object per row.
+    """
+    if len(ids) == 0:
+        return pd.Series([], dtype="object", index=index)
+    codes, uniq = pd.factorize(ids, sort=False)
+    cat = pd.Categorical([strings.get(int(i), f"<unknown string {int(i)}>") for i in uniq])
+    return pd.Series(pd.Categorical.from_codes(cat.codes[codes], dtype=cat.dtype), index=index)
 
 
-def _load_strings(conn: sqlite3.Connection, tables: dict[str, list[str]]) -> pd.Series:
-    if S.STRING_IDS not in tables:
+def _load_strings(src: E.Source) -> pd.Series:
+    if S.STRING_IDS not in src.tables:
         return pd.Series(dtype="object")
-    rows = conn.execute(f"SELECT id, value FROM {S.STRING_IDS}").fetchall()
-    return pd.Series({i: v for i, v in rows}, dtype="object")
+    cols = src.tables[S.STRING_IDS]
+    if not {"id", "value"} <= set(cols):
+        return pd.Series(dtype="object")
+    tbl = src.read(S.STRING_IDS, ["id", "value"])
+    ids = tbl.column("id").to_pylist()
+    values = tbl.column("value").to_pylist()
+    return pd.Series(dict(zip(ids, values, strict=True)), dtype="object")
 
 
 def _pid_from_global(series: pd.Series) -> pd.Series:
@@ -279,46 +275,39 @@ def _tid_from_global(series: pd.Series) -> pd.Series:
     return pd.Series(values & S.ID_MASK, index=series.index, dtype="int64")
 
 
-def _load_kernels(conn, tables, strings) -> pd.DataFrame:
-    cols = tables.get(S.KERNEL)
-    names = ["start_ns", "end_ns", "device_id", "stream_id", "corr_id",
-             "global_pid", "name_id", "short_id", "graph_node_id", "graph_id"]
-    if cols is None:
-        df = _query(conn, "SELECT 1 WHERE 0", names)
-    else:
-        df = _query_ints(conn, [
-            _icol(cols, "start"), _icol(cols, "end"), _icol(cols, "deviceId", "0"),
-            _icol(cols, "streamId", "0"), _icol(cols, "correlationId", "0"),
-            _icol(cols, "globalPid", "0"), _icol(cols, "demangledName"),
-            _icol(cols, "shortName"), _icol(cols, "graphNodeId"), _icol(cols, "graphId")],
-            S.KERNEL, names)
-        _required(df, S.KERNEL, ("start_ns", "end_ns", "device_id", "stream_id"))
-    _int(df, ["start_ns", "end_ns", "device_id", "stream_id", "corr_id", "global_pid"])
-    _nullable(df, ["graph_node_id", "graph_id"])
+_BASE: Spec = [("start", "start_ns", "int"), ("end", "end_ns", "int"),
+               ("deviceId", "device_id", "int"), ("streamId", "stream_id", "int"),
+               ("correlationId", "corr_id", "int"), ("globalPid", "global_pid", "int")]
+
+
+def _load_kernels(src: E.Source, strings: pd.Series) -> pd.DataFrame:
+    df = _int_frame(src, S.KERNEL, _BASE + [
+        ("demangledName", "name_id", "null"), ("shortName", "short_id", "null"),
+        ("graphNodeId", "graph_node_id", "null"), ("graphId", "graph_id", "null")],
+        required=("start", "end", "deviceId", "streamId"))
     df["pid"] = _pid_from_global(df["global_pid"])
-    name_ids = df["name_id"].where(df["name_id"].notna(), df["short_id"])
-    df["name"] = _names(name_ids, strings)
-    df["short_name"] = _names(df["short_id"], strings)
+    name_id = df["name_id"].array
+    short_id = df["short_id"].array
+    short = np.where(short_id.isna(), -1, short_id.to_numpy(dtype=np.int64, na_value=0))
+    name = np.where(name_id.isna(), short, name_id.to_numpy(dtype=np.int64, na_value=0))
+    df["name"] = _names(name, strings, df.index)
+    df["short_name"] = _names(short, strings, df.index)
     df = df.drop(columns=["name_id", "short_id", "global_pid"])
     _durations(df)
-    return df.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
+    return _sort(df, ["start_ns", "end_ns"])
 
 
-def _load_runtime(conn, tables, strings) -> pd.DataFrame:
-    cols = tables.get(S.RUNTIME)
-    names = ["start_ns", "end_ns", "event_class", "global_tid", "corr_id", "name_id"]
-    if cols is None:
-        df = _query(conn, "SELECT 1 WHERE 0", names)
-    else:
-        df = _query_ints(conn, [
-            _icol(cols, "start"), _icol(cols, "end"), _icol(cols, "eventClass", "0"),
-            _icol(cols, "globalTid", "0"), _icol(cols, "correlationId", "0"),
-            _icol(cols, "nameId")], S.RUNTIME, names)
-        _required(df, S.RUNTIME, ("start_ns", "end_ns", "event_class"))
-    _int(df, ["start_ns", "end_ns", "event_class", "global_tid", "corr_id"])
+def _load_runtime(src: E.Source, strings: pd.Series) -> pd.DataFrame:
+    df = _int_frame(src, S.RUNTIME, [
+        ("start", "start_ns", "int"), ("end", "end_ns", "int"),
+        ("eventClass", "event_class", "int"), ("globalTid", "global_tid", "int"),
+        ("correlationId", "corr_id", "int"), ("nameId", "name_id", "null")],
+        required=("start", "end", "eventClass"))
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
-    raw = _names(df["name_id"], strings)
+    ids = df["name_id"].array
+    raw = _names(np.where(ids.isna(), -1, ids.to_numpy(dtype=np.int64, na_value=0)), strings,
+                 df.index)
     df["name_raw"] = raw
     if len(df):
         cats = raw.cat.categories
@@ -329,52 +318,73 @@ def _load_runtime(conn, tables, strings) -> pd.DataFrame:
         df["nsys_name"] = pd.Series([], dtype="object")
     df = df.drop(columns=["name_id"])
     _durations(df)
-    return df.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
+    return _sort(df, ["start_ns", "end_ns"])
 
 
-def _load_gpu_ops(conn, tables, table: str, extra: list[tuple[str, str, str]]) -> pd.DataFrame:
+def _load_gpu_ops(src: E.Source, table: str, extra: Spec) -> pd.DataFrame:
     """Memcpy / memset / sync / graph-trace rows: start, end, device, stream, pid, corr + extra."""
-    cols = tables.get(table)
-    base = ["start_ns", "end_ns", "device_id", "stream_id", "corr_id", "global_pid"]
-    names = base + [alias for _, alias, _ in extra]
-    if cols is None:
-        df = _query(conn, "SELECT 1 WHERE 0", names)
-    else:
-        parts = [_icol(cols, "start"), _icol(cols, "end"), _icol(cols, "deviceId", "0"),
-                 _icol(cols, "streamId", "0"), _icol(cols, "correlationId", "0"),
-                 _icol(cols, "globalPid", "0")]
-        parts += [_icol(cols, src, default) for src, _, default in extra]
-        df = _query_ints(conn, parts, table, names)
-        _required(df, table)
-    _int(df, base)
+    df = _int_frame(src, table, _BASE + extra)
     df["pid"] = _pid_from_global(df["global_pid"])
     df = df.drop(columns=["global_pid"])
     _durations(df)
-    return df.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
+    return _sort(df, ["start_ns", "end_ns"])
 
 
-def _load_nvtx(conn, tables, strings) -> pd.DataFrame:
-    cols = tables.get(S.NVTX)
-    names = ["start_ns", "end_ns", "event_type", "range_id", "text", "text_id", "global_tid",
-             "end_global_tid", "domain_id", "i64", "u64", "i32", "u32"]
+def _column(values: list) -> object:
+    try:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    except (TypeError, ValueError, OverflowError):
+        pass
+    if any(isinstance(v, int) for v in values) and all(
+        v is None or isinstance(v, int) for v in values
+    ):
+        return pd.array(values, dtype="Int64")
+    return np.array(values, dtype=object)
+
+
+_NVTX_COLS = [("start", "start_ns", None), ("end", "end_ns", None),
+              ("eventType", "event_type", 0), ("rangeId", "range_id", None),
+              ("text", "text", None), ("textId", "text_id", None),
+              ("globalTid", "global_tid", 0), ("endGlobalTid", "end_global_tid", None),
+              ("domainId", "domain_id", 0), ("int64Value", "i64", None),
+              ("uint64Value", "u64", None), ("int32Value", "i32", None),
+              ("uint32Value", "u32", None)]
+
+
+def _load_nvtx(src: E.Source, strings: pd.Series) -> pd.DataFrame:
+    cols = src.tables.get(S.NVTX)
     if cols is None:
-        df = _query(conn, "SELECT 1 WHERE 0", names)
+        df = pd.DataFrame({alias: pd.Series(dtype="int64") for _, alias, _ in _NVTX_COLS})
     else:
-        sql = ('SELECT start, "end", ' + ", ".join([
-            _col(cols, "eventType", "e", "0"), _col(cols, "rangeId", "r"),
-            _col(cols, "text", "t"), _col(cols, "textId", "ti"),
-            _col(cols, "globalTid", "g", "0"), _col(cols, "endGlobalTid", "eg"),
-            _col(cols, "domainId", "di", "0"), _col(cols, "int64Value", "a"),
-            _col(cols, "uint64Value", "b"), _col(cols, "int32Value", "c"),
-            _col(cols, "uint32Value", "d")]) + f" FROM {S.NVTX}")
-        df = _query(conn, sql, names)
-        _required(df, S.NVTX, ("start_ns",))  # end is NULL for an unterminated range
+        have = [c for c, _, _ in _NVTX_COLS if c in cols]
+        tbl = src.read(S.NVTX, have)
+        n = tbl.num_rows
+        data: dict[str, object] = {}
+        for column, alias, default in _NVTX_COLS:
+            values = tbl.column(column).to_pylist() if column in have else [default] * n
+            if alias in ("start_ns", "end_ns", "event_type", "global_tid", "domain_id",
+                         "range_id", "end_global_tid", "text_id"):
+                for v in values:
+                    if v is not None and not isinstance(v, int):
+                        raise TraceError(
+                            f"{src.path}: table {S.NVTX} column {column} holds "
+                            f"{type(v).__name__} values where nsys writes integers; is the "
+                            f"file corrupt or not written by nsys?")
+            data[alias] = _column(values) if n else pd.Series(dtype="int64")
+        df = pd.DataFrame(data, copy=False)
+        n_null = int(pd.isna(df["start_ns"]).sum()) if n else 0
+        if n_null:  # end is NULL for an unterminated range, start never
+            raise V.DamagedColumn(S.NVTX, "start", f"is NULL in {n_null} rows")
     _int(df, ["start_ns", "event_type", "global_tid", "domain_id"])
     _nullable(df, ["end_ns", "end_global_tid", "range_id"])
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
     # The message is a registered string (textId) or inline text (S2: coalesce).
-    registered = _names(df["text_id"], strings).astype("object") if len(df) else df["text_id"]
+    if len(df):  # ids missing from StringIds read as "<unknown string N>", as for kernels
+        ids = df["text_id"].astype("Int64")
+        registered = _names(ids.fillna(-1).to_numpy(np.int64), strings, df.index).astype(object)
+    else:
+        registered = df["text_id"]
     df["text"] = registered.where(df["text_id"].notna(), df["text"]).astype("object")
     # Domain names: the text of the NvtxDomainCreate row with that domainId in the process.
     dom_rows = df[df["event_type"] == S.NVTX_DOMAIN_CREATE]
@@ -396,26 +406,34 @@ def _load_nvtx(conn, tables, strings) -> pd.DataFrame:
     return df.sort_values(["start_ns"], kind="stable").reset_index(drop=True)
 
 
-def _load_gpus(conn, tables) -> pd.DataFrame:
-    cols = tables.get(S.GPU_INFO, [])
+def _rows(src: E.Source, table: str, columns: list[str]) -> list[tuple]:
+    tbl = src.read(table, columns)
+    return list(zip(*[tbl.column(c).to_pylist() for c in columns], strict=True))
+
+
+def _load_gpus(src: E.Source) -> pd.DataFrame:
+    cols = src.tables.get(S.GPU_INFO, [])
     if "id" not in cols:
         return pd.DataFrame({"device_id": pd.Series(dtype="int64"),
                              "name": pd.Series(dtype="object")})
-    name = '"name"' if "name" in cols else "''"
+    if "name" in cols:
+        rows = _rows(src, S.GPU_INFO, ["id", "name"])
+    else:
+        rows = [(i, "") for (i,) in _rows(src, S.GPU_INFO, ["id"])]
     # An info table: a row without a usable id (a damaged file) is left out, not fatal.
-    rows = conn.execute(f"SELECT id, {name} FROM {S.GPU_INFO} WHERE typeof(id) = 'integer' "
-                        "ORDER BY id").fetchall()
+    rows = [r for r in rows if isinstance(r[0], int)]
+    rows.sort(key=lambda r: (r[0] is None, r[0] if r[0] is not None else 0))
     return pd.DataFrame(rows, columns=["device_id", "name"]).drop_duplicates("device_id")
 
 
-def _load_threads(conn, tables, strings) -> pd.DataFrame:
-    cols = tables.get(S.THREAD_NAMES, [])
+def _load_threads(src: E.Source, strings: pd.Series) -> pd.DataFrame:
+    cols = src.tables.get(S.THREAD_NAMES, [])
     if not {"nameId", "globalTid"} <= set(cols):
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in
                              ("global_tid", "pid", "tid")}).assign(name=pd.Series(dtype=object))
     # An info table: a row without a usable thread id (a damaged file) is left out.
-    rows = conn.execute(f"SELECT globalTid, nameId FROM {S.THREAD_NAMES} "
-                        "WHERE typeof(globalTid) = 'integer'").fetchall()
+    rows = [r for r in _rows(src, S.THREAD_NAMES, ["globalTid", "nameId"])
+            if isinstance(r[0], int)]
     df = pd.DataFrame(rows, columns=["global_tid", "name_id"]).drop_duplicates("global_tid")
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
@@ -423,57 +441,74 @@ def _load_threads(conn, tables, strings) -> pd.DataFrame:
     return df.drop(columns=["name_id"]).reset_index(drop=True)
 
 
-def load(path: str | Path, progress: Progress | None = None) -> Trace:
-    """Open an nsys SQLite export read-only and load the tables cgprof uses.
+def open_source(path: Path) -> E.Source:
+    """Check ``path`` and open it as a columnar :class:`cgprof.engine.Source`.
 
-    Raises :class:`TraceError` with a one-line message for anything that is not a readable
-    nsys export (missing file, directory, not SQLite, corrupt, an .nsys-rep given instead of
-    its SQLite export, no nsys tables, no events at all).
+    SQLite exports and nsys's parquetdir/arrowdir directories; ``.nsys-rep`` reports are
+    exported to SQLite first (:func:`cgprof.cache.export_report`).
     """
-    path = Path(path)
+    kind = E.dir_kind(path) if path.is_dir() else None
+    if kind is not None:
+        src: E.Source = E.DirSource(path, kind)
+        if not any(t in src.tables for t in S.NSYS_MARKER_TABLES):
+            raise TraceError(f"{path}: holds no nsys tables ({kind} export expected)")
+        return src
     _check_file(path)
-    say = progress or (lambda _msg: None)
     try:
-        conn = connect_readonly(path)
+        conn = E.connect_readonly(path)
     except sqlite3.Error as exc:
         raise TraceError(f"{path}: cannot open as SQLite ({V.one_line(exc)})") from None
     try:
-        try:
-            tables = probe(conn)
-        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-            raise TraceError(
-                f"{path}: cannot read SQLite ({V.one_line(exc)}); is the file truncated or "
-                "corrupt?"
-            ) from None
-        if not any(t in tables for t in S.NSYS_MARKER_TABLES):
-            shown = ", ".join(sorted(tables)[:5]) or "no tables"
-            raise TraceError(
-                f"{path}: is SQLite but not an Nsight Systems export ({shown}); "
-                f"make one with `nsys export --type sqlite` or `cgprof record`"
-            )
-        V.check_tables(path, tables)
-        try:
-            trace = _load_tables(conn, path, tables, say)
-        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-            raise TraceError(
-                f"{path}: cannot read SQLite ({V.one_line(exc)}); is the file truncated or "
-                "corrupt?"
-            ) from None
-        except V.DamagedColumn as exc:
-            raise V.damaged(path, str(exc)) from None
-        except (ValueError, TypeError, OverflowError) as exc:
-            # A value no nsys export holds (text in a number column, ...): name the cell.
-            try:
-                cell = V.find_non_integer(conn, tables)
-            except sqlite3.DatabaseError:
-                cell = None
-            if cell is None:
-                raise V.damaged(path, f"cannot read its tables ({V.one_line(exc)})") from None
-            table, col, value = cell
-            raise V.damaged(path, f"{table}.{col} holds {V.one_line(value, 40)!r} where nsys "
-                                  "writes an integer") from None
-    finally:
+        tables = E.probe_sqlite(conn)
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         conn.close()
+        raise TraceError(
+            f"{path}: cannot read SQLite ({V.one_line(exc)}); is the file truncated or corrupt?"
+        ) from None
+    if not any(t in tables for t in S.NSYS_MARKER_TABLES):
+        conn.close()
+        shown = ", ".join(sorted(tables)[:5]) or "no tables"
+        raise TraceError(
+            f"{path}: is SQLite but not an Nsight Systems export ({shown}); "
+            f"make one with `nsys export --type sqlite` or `cgprof record`"
+        )
+    return E.SqliteSource(path, conn, tables)
+
+
+def load(path: str | Path, progress: Progress | None = None, *,
+         cache: bool | None = None) -> Trace:
+    """Open an nsys export read-only and load the tables cgprof uses.
+
+    ``path`` is an SQLite export, an ``.nsys-rep`` report (exported to a temporary SQLite
+    file with the nsys cgprof finds), or nsys's ``parquetdir``/``arrowdir`` export.
+    ``cache``: read from and write to cgprof's columnar cache (:mod:`cgprof.cache`); None
+    (the default) means on unless ``CGPROF_NO_CACHE`` is set.
+
+    Raises :class:`TraceError` with a one-line message for anything that is not a readable
+    nsys export (missing file, not SQLite, corrupt, no nsys tables, no events at all).
+    """
+    from cgprof import cache as C
+
+    path = Path(path)
+    say = progress or (lambda _msg: None)
+    use_cache = (C.enabled() if cache is None else cache) and path.is_file()
+    trace = None
+    if use_cache:
+        hit = C.lookup(path)
+        if hit is not None:
+            say("reading the columnar cache")
+            try:
+                trace = _load_tables(hit, path, say)
+            except Exception:  # a broken entry costs a re-read, never the analysis
+                C.discard(hit.entry)
+                trace = None
+    if trace is None:
+        if path.suffix.lower() == ".nsys-rep" and path.is_file():
+            say("exporting the report to SQLite with nsys")
+            with C.exported(path) as sqlite_path:
+                trace = _load_source(sqlite_path, path, say, use_cache)
+        else:
+            trace = _load_source(path, path, say, use_cache)
     if trace.kernels.empty and trace.runtime.empty and trace.graph_trace.empty and (
         trace.nvtx.empty or (trace.nvtx["event_type"] == S.NVTX_DOMAIN_CREATE).all()
     ):
@@ -485,33 +520,63 @@ def load(path: str | Path, progress: Progress | None = None) -> Trace:
     return trace
 
 
-def _load_tables(conn, path: Path, tables, say: Progress) -> Trace:
-    meta_kv = _read_meta(conn, tables)
+def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> Trace:
+    from cgprof import cache as C
+
+    src = open_source(src_path)
+    try:
+        V.check_tables(path, src.tables)
+        try:
+            trace = _load_tables(src, path, say)
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise TraceError(
+                f"{path}: cannot read SQLite ({V.one_line(exc)}); is the file truncated or "
+                "corrupt?"
+            ) from None
+        except V.DamagedColumn as exc:
+            raise V.damaged(path, str(exc)) from None
+        except (ValueError, TypeError, OverflowError) as exc:
+            # A value no nsys export holds (text in a number column, ...): name the cell.
+            cell = None
+            if isinstance(src, E.SqliteSource):
+                try:
+                    cell = V.find_non_integer(src.conn, src.tables)
+                except sqlite3.DatabaseError:
+                    cell = None
+            if cell is None:
+                raise V.damaged(path, f"cannot read its tables ({V.one_line(exc)})") from None
+            table, col, value = cell
+            raise V.damaged(path, f"{table}.{col} holds {V.one_line(value, 40)!r} where nsys "
+                                  "writes an integer") from None
+        if use_cache and src.kind == "sqlite":
+            say("writing the columnar cache")
+            C.store(path, src)
+    finally:
+        src.close()
+    return trace
+
+
+def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
+    meta_kv = _read_meta(src)
     say("reading strings")
-    strings = _load_strings(conn, tables)
+    strings = _load_strings(src)
     say("reading kernels")
-    kernels = _load_kernels(conn, tables, strings)
+    kernels = _load_kernels(src, strings)
     say("reading CUDA API calls")
-    runtime = _load_runtime(conn, tables, strings)
+    runtime = _load_runtime(src, strings)
     say("reading memory copies, syncs, graph replays")
-    memcpy = _load_gpu_ops(conn, tables, S.MEMCPY, [
-        ("bytes", "bytes", "0"), ("copyKind", "copy_kind", "0"), ("graphNodeId", "graph_node_id",
-                                                                   "NULL")])
-    _int(memcpy, ["bytes", "copy_kind"])
-    _nullable(memcpy, ["graph_node_id"])
-    memset = _load_gpu_ops(conn, tables, S.MEMSET, [
-        ("bytes", "bytes", "0"), ("graphNodeId", "graph_node_id", "NULL")])
-    _int(memset, ["bytes"])
-    _nullable(memset, ["graph_node_id"])
-    sync = _load_gpu_ops(conn, tables, S.SYNC, [("syncType", "sync_type", "NULL")])
-    _nullable(sync, ["sync_type"])
-    graph_trace = _load_gpu_ops(conn, tables, S.GRAPH_TRACE, [
-        ("graphId", "graph_id", "NULL"), ("graphExecId", "graph_exec_id", "NULL")])
-    _nullable(graph_trace, ["graph_id", "graph_exec_id"])
+    memcpy = _load_gpu_ops(src, S.MEMCPY, [
+        ("bytes", "bytes", "int"), ("copyKind", "copy_kind", "int"),
+        ("graphNodeId", "graph_node_id", "null")])
+    memset = _load_gpu_ops(src, S.MEMSET, [
+        ("bytes", "bytes", "int"), ("graphNodeId", "graph_node_id", "null")])
+    sync = _load_gpu_ops(src, S.SYNC, [("syncType", "sync_type", "null")])
+    graph_trace = _load_gpu_ops(src, S.GRAPH_TRACE, [
+        ("graphId", "graph_id", "null"), ("graphExecId", "graph_exec_id", "null")])
     say("reading NVTX ranges")
-    nvtx = _load_nvtx(conn, tables, strings)
-    gpus = _load_gpus(conn, tables)
-    threads = _load_threads(conn, tables, strings)
+    nvtx = _load_nvtx(src, strings)
+    gpus = _load_gpus(src)
+    threads = _load_threads(src, strings)
 
     mode = _graph_mode_from_meta(meta_kv)
     source = "metadata"
@@ -529,7 +594,14 @@ def _load_tables(conn, path: Path, tables, say: Progress) -> Trace:
         schema_version=meta_kv.get("EXPORT_SCHEMA_VERSION"),
         graph_trace_mode=mode,
         graph_trace_mode_source=source,
-        tables=tables,
+        tables=src.tables,
     )
     return Trace(meta=meta, kernels=kernels, runtime=runtime, memcpy=memcpy, memset=memset,
                  sync=sync, graph_trace=graph_trace, nvtx=nvtx, gpus=gpus, threads=threads)
+
+
+# Kept for callers of the old names.
+connect_readonly = E.connect_readonly
+probe = E.probe_sqlite
+#: ``is_trace_dir(path) -> bool``: a directory nsys exported as one trace (parquetdir/arrowdir).
+is_trace_dir = E.is_trace_dir

@@ -1,26 +1,30 @@
 #!/usr/bin/env python3
-"""Benchmark `cgprof analyze` on a 1M-kernel, 1M-API-call synthetic trace.
+"""Benchmark `cgprof analyze` on a 1M-kernel, 1M-API-call synthetic trace (or any trace).
 
     python3 scripts/bench_analyze.py                   # generate into a temp dir, measure, delete
     python3 scripts/bench_analyze.py --keep            # keep the trace (path printed)
     python3 scripts/bench_analyze.py --trace T.sqlite  # reuse a trace
+    python3 scripts/bench_analyze.py --trace T.sqlite --vs-nsys   # and time nsys (GPU machine)
+    python3 scripts/bench_analyze.py --n-kernels 10000000 --n-runtime 10000000 --n-steps 100000
 
 Each measurement runs in a fresh Python process, so its peak RSS is its own:
 
-  fetchall  bare baseline: the kernel, runtime and NVTX SELECTs below, `fetchall()` into tuples
-  pandas    the same SELECTs through `pandas.read_sql_query`
-  analyze   `cgprof.analyze(path)` (the public API)
-  cli       `python3 -m cgprof analyze PATH --json OUT --quiet` (OUT is a fresh file in a temp
-            dir: the command refuses /dev/null, which exists)
+  fetchall    bare baseline: the kernel, runtime and NVTX SELECTs below, `fetchall()` into tuples
+  duckdb      the engine's read alone: kernel and runtime columns into Arrow (DuckDB's scanner)
+  cli_first   `python3 -m cgprof analyze PATH --json OUT --quiet` with an empty cache folder:
+              reads SQLite, writes the Parquet cache, analyses, writes the JSON
+  cli_cached  the same command again on the now cached trace (SQLite is not opened)
+  nsys_stats  (--vs-nsys) `nsys stats -r cuda_gpu_kern_sum,cuda_api_sum,nvtx_sum` on the file
+  nsys_gaps   (--vs-nsys) `nsys analyze -r gpu_gaps` on the file
 
-"work s" is timed inside the process around the work only (imports excluded); "process s"
-is the whole process as the parent sees it (interpreter start and imports included; the only
-time there is for the CLI). Peak RSS is that process's own high-water mark (`VmHWM`; for
-`cli`, `ru_maxrss` of the CLI child of a small measuring process). The file is read once
-before measuring, so every measurement sees a warm page cache.
-The ratio divides analyze's work time by the fetchall baseline's (the cheapest way to get the
-rows into Python at all). Targets: analyze < 15 s, peak RSS < 2 GB, ratio < 5. Prints a
-table, PASS/FAIL per target and one JSON line; exits 1 if a target fails.
+"work s" is timed inside the measuring process around the work (for the commands: the whole
+child process, interpreter start and imports included); "process s" adds the measuring
+process's own start. Peak RSS is that process's own high-water mark (`VmHWM`; for commands,
+`ru_maxrss` of the command). The file is read once before measuring (warm page cache).
+Targets (issue 10): 1M trace: first <= 3 s and <= 800 MB, cached <= 1.5 s; 10M trace
+(>= 5M kernels): first <= 30 s and <= 4 GB; --vs-nsys: nsys stats / first >= 3x, nsys stats /
+cached >= 5x. Also prints `python -X importtime` of the analyze path. Prints a table,
+PASS/FAIL per target and one JSON line; exits 1 if a target fails.
 """
 
 from __future__ import annotations
@@ -47,16 +51,23 @@ BASELINE_SQL = (
     "SELECT * FROM NVTX_EVENTS",
 )
 
-TARGET_ANALYZE_S = 15.0
-TARGET_RSS_MB = 2048.0
-TARGET_RATIO = 5.0
+#: Targets (issue 10), whole processes with imports: first analysis (SQLite read + cache write)
+#: and a second one on the cached trace; the 10M-kernel trace has its own.
+TARGETS_1M = {"cli_first_s": 3.0, "cli_first_rss_mb": 800.0, "cli_cached_s": 1.5}
+TARGETS_10M = {"cli_first_s": 30.0, "cli_first_rss_mb": 4096.0}
+#: --vs-nsys: how many times faster than `nsys stats` (the three reports) cgprof must be.
+TARGET_VS_NSYS = {"cli_first": 3.0, "cli_cached": 5.0}
+BIG = 5_000_000  # traces with at least this many kernels are held to TARGETS_10M
 
-MODES = ("fetchall", "pandas", "analyze", "cli")
+MODES = ("fetchall", "duckdb", "cli_first", "cli_cached")
+NSYS_MODES = ("nsys_stats", "nsys_gaps")
 LABELS = {
     "fetchall": "bare SELECT + fetchall (baseline)",
-    "pandas": "bare SELECT -> pandas.read_sql_query",
-    "analyze": "cgprof.analyze(path)",
-    "cli": "python3 -m cgprof analyze --json",
+    "duckdb": "DuckDB scanner -> Arrow (engine read)",
+    "cli_first": "cgprof analyze --json (first, no cache)",
+    "cli_cached": "cgprof analyze --json (cached)",
+    "nsys_stats": "nsys stats (kern, api, nvtx sums)",
+    "nsys_gaps": "nsys analyze -r gpu_gaps",
 }
 
 
@@ -93,35 +104,30 @@ def child(mode: str, path: str, out: str) -> dict[str, Any]:
             conn.close()
             res["work_s"] = time.perf_counter() - t0
             res["rows"] = [len(r) for r in rows]
-        elif mode == "pandas":
-            import sqlite3
-
-            import pandas as pd
+        elif mode == "duckdb":
+            from cgprof import engine, schema, trace
 
             t0 = time.perf_counter()
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            frames = [pd.read_sql_query(sql, conn) for sql in BASELINE_SQL]
-            conn.close()
+            src = trace.open_source(Path(path))
+            tbls = [src.read(schema.KERNEL, ["start", "end", "deviceId", "streamId",
+                                             "correlationId", "globalPid", "demangledName"]),
+                    src.read(schema.RUNTIME, ["start", "end", "globalTid", "correlationId",
+                                              "nameId", "eventClass"])]
+            src.close()
             res["work_s"] = time.perf_counter() - t0
-            res["rows"] = [len(f) for f in frames]
-        elif mode == "analyze":
-            # "not written yet" (reported, not failed): no cgprof.analyze, or it raises
-            # ImportError (a module it imports lazily is missing) or NotImplementedError
-            try:
-                import cgprof
-
-                analyze = cgprof.analyze
-            except (ImportError, AttributeError) as exc:
-                res["unavailable"] = f"{type(exc).__name__}: {exc}"
+            res["rows"] = [t.num_rows for t in tbls]
+            res["threads"] = engine.threads()
+        elif mode in ("cli_first", "cli_cached") or mode in NSYS_MODES:
+            if mode in NSYS_MODES:
+                nsys = os.environ.get("CGPROF_BENCH_NSYS", "nsys")
+                argv = ([nsys, "stats", "-r", "cuda_gpu_kern_sum,cuda_api_sum,nvtx_sum",
+                         "--force-export=false", "-f", "csv", path] if mode == "nsys_stats"
+                        else [nsys, "analyze", "-r", "gpu_gaps", "--force-export=false", path])
             else:
-                try:
-                    t0 = time.perf_counter()
-                    analyze(path)
-                    res["work_s"] = time.perf_counter() - t0
-                except (ImportError, NotImplementedError) as exc:
-                    res["unavailable"] = f"{type(exc).__name__}: {exc}"
-        elif mode == "cli":
-            argv = [sys.executable, "-m", "cgprof", "analyze", path, "--json", out, "--quiet"]
+                argv = [sys.executable, "-m", "cgprof", "analyze", path, "--json", out,
+                        "--quiet", "--force"]
+                if os.environ.get("CGPROF_BENCH_MEMORY_LIMIT"):
+                    argv += ["--memory-limit", os.environ["CGPROF_BENCH_MEMORY_LIMIT"]]
             t0 = time.perf_counter()
             proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   text=True)
@@ -146,6 +152,12 @@ def measure(mode: str, path: Path, workdir: Path) -> dict[str, Any]:
     out = workdir / f"cli-{time.monotonic_ns()}.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+    cache = workdir / "cache"
+    if mode == "cli_first":  # an empty cache: the run reads SQLite and writes the cache
+        shutil.rmtree(cache, ignore_errors=True)
+    if mode == "cli_cached" and not cache.is_dir():  # fill it outside the measurement
+        measure("cli_first", path, workdir)
+    env["CGPROF_CACHE"] = str(cache)
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, __file__, "--child", mode, str(path), str(out)],
@@ -198,69 +210,81 @@ def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def report(trace: dict[str, Any], results: dict[str, dict[str, Any]]) -> tuple[str, dict, bool]:
-    base = results["fetchall"].get("work_s")
-    ana = results["analyze"]
-    cli = results["cli"]
-    ratio = ana["work_s"] / base if base and "work_s" in ana and "error" not in ana else None
+def import_time(workdir: Path) -> dict[str, Any]:
+    """``python -X importtime`` of what `cgprof analyze` imports before it reads a trace."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    code = "import cgprof.cli, cgprof.trace, cgprof.metrics, cgprof.report.json_report"
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code],
+                          capture_output=True, text=True, env=env, cwd=workdir)
+    total = 0
+    top: list[tuple[int, str]] = []
+    for line in proc.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) != 3 or not parts[1].strip().isdigit():
+            continue
+        cum, name = int(parts[1]), parts[2]
+        if not name.startswith("  "):  # a top-level import
+            total += cum
+            top.append((cum, name.strip()))
+    top.sort(reverse=True)
+    return {"import_s": total / 1e6, "largest": [f"{n} {c / 1e6:.2f} s" for c, n in top[:5]]}
 
+
+def report(trace: dict[str, Any], results: dict[str, dict[str, Any]],
+           imports: dict[str, Any]) -> tuple[str, dict, bool]:
+    big = (trace.get("kernels") or 0) >= BIG
+    targets_for = TARGETS_10M if big else TARGETS_1M
     lines = [
         f"trace: {trace['path']} ({trace['bytes'] / 1e6:.1f} MB; "
         f"{trace.get('kernels', '?'):,} kernels, {trace.get('runtime', '?'):,} API calls"
         + (f"; generated in {trace['total_s']:.1f} s)" if "total_s" in trace else ")"),
         "",
-        f"{'measurement':<38} {'work s':>8} {'process s':>10} {'peak RSS MB':>12}  note",
+        f"{'measurement':<42} {'work s':>8} {'process s':>10} {'peak RSS MB':>12}  note",
     ]
-    for mode in MODES:
-        r = results[mode]
-        note = r.get("unavailable") or r.get("error") or ""
+    for mode, r in results.items():
+        note = r.get("error") or ""
         if "rows" in r:
             note = "rows " + " + ".join(f"{n:,}" for n in r["rows"])
         work, proc, rss = r.get("work_s"), r.get("process_s"), r.get("rss_mb")
         lines.append(
-            f"{LABELS[mode]:<38} {_fmt(work, '8.2f')} {_fmt(proc, '10.2f')} {_fmt(rss, '12.0f')}"
+            f"{LABELS[mode]:<42} {_fmt(work, '8.2f')} {_fmt(proc, '10.2f')} {_fmt(rss, '12.0f')}"
             f"  {note}"
         )
-    lines.append("")
-    lines.append(
-        "ratio analyze / bare SELECT: "
-        + ("-" if ratio is None else f"{ratio:.2f}x")
-        + " (cgprof.analyze work time over the fetchall baseline's)"
-    )
+    lines.append(f"import of the analyze path (-X importtime): {imports['import_s']:.2f} s; "
+                 f"largest: {', '.join(imports['largest'][:3])}")
 
-    def verdict(value: float | None, limit: float, r: dict[str, Any]) -> str:
-        if r.get("unavailable"):
-            return "SKIP (not available yet)"
-        if r.get("error") or value is None:
-            return "FAIL (" + (r.get("error") or "no measurement") + ")"
-        return "PASS" if value < limit else "FAIL"
+    def value(key: str) -> float | None:
+        if key.endswith("_rss_mb"):
+            r = results.get(key[: -len("_rss_mb")], {})
+            return None if r.get("error") else r.get("rss_mb")
+        r = results.get(key[: -len("_s")], {})
+        return None if r.get("error") else r.get("work_s")
 
-    targets = {
-        "analyze_s": (ana.get("work_s"), TARGET_ANALYZE_S, ana, "cgprof.analyze < 15 s"),
-        "cli_s": (cli.get("work_s"), TARGET_ANALYZE_S, cli, "CLI analyze < 15 s"),
-        "analyze_rss_mb": (ana.get("rss_mb"), TARGET_RSS_MB, ana, "cgprof.analyze peak RSS < 2 GB"),
-        "cli_rss_mb": (cli.get("rss_mb"), TARGET_RSS_MB, cli, "CLI peak RSS < 2 GB"),
-        "ratio": (ratio, TARGET_RATIO, ana, "analyze / bare SELECT < 5x"),
-    }
-    lines += ["", "targets"]
-    verdicts = {}
-    for key, (value, limit, r, label) in targets.items():
-        v = verdict(value, limit, r)
-        verdicts[key] = v.split(" ")[0]
-        shown = "-" if value is None else (f"{value:.2f}x" if key == "ratio" else
-                                            f"{value:.0f} MB" if key.endswith("mb") else
-                                            f"{value:.2f} s")
-        lines.append(f"  {label:<34} {v}  [{shown}]")
-    payload = {
-        "trace": trace,
-        "baseline_fetchall": results["fetchall"],
-        "baseline_pandas": results["pandas"],
-        "analyze": ana,
-        "cli": cli,
-        "ratio_analyze_over_fetchall": ratio,
-        "targets": {"analyze_s": TARGET_ANALYZE_S, "rss_mb": TARGET_RSS_MB, "ratio": TARGET_RATIO},
-        "verdicts": verdicts,
-    }
+    lines += ["", "targets" + (" (10M trace)" if big else " (1M trace)")]
+    verdicts: dict[str, str] = {}
+    for key, limit in targets_for.items():
+        v = value(key)
+        verdicts[key] = "PASS" if v is not None and v <= limit else "FAIL"
+        unit = "MB" if key.endswith("_mb") else "s"
+        lines.append(f"  {key:<24} <= {limit:g} {unit:<3} {verdicts[key]}  "
+                     f"[{_fmt(v, '.2f')} {unit}]")
+    ratios: dict[str, float | None] = {}
+    if "nsys_stats" in results:
+        ref = None if results["nsys_stats"].get("error") else results["nsys_stats"].get("work_s")
+        for mode, want in TARGET_VS_NSYS.items():
+            mine = value(f"{mode}_s")
+            ratio = ref / mine if ref and mine else None
+            ratios[mode] = ratio
+            key = f"vs_nsys_{mode}"
+            verdicts[key] = "PASS" if ratio is not None and ratio >= want else "FAIL"
+            lines.append(f"  nsys stats / {mode:<13} >= {want:g}x     {verdicts[key]}  "
+                         f"[{_fmt(ratio, '.2f')}x]")
+        gaps, mine = value("nsys_gaps_s"), value("cli_first_s")
+        if gaps and mine:
+            ratios["nsys_gaps_over_cli_first"] = gaps / mine
+            lines.append(f"  nsys analyze gpu_gaps / cli_first: {gaps / mine:.2f}x (no target)")
+    payload = {"trace": trace, "results": results, "imports": imports,
+               "targets": targets_for, "vs_nsys": ratios, "verdicts": verdicts}
     failed = any(v == "FAIL" for v in verdicts.values())
     return "\n".join(lines), payload, failed
 
@@ -278,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-steps", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=1, help="runs per measurement (best time kept)")
+    ap.add_argument("--vs-nsys", action="store_true",
+                    help="also time `nsys stats` (3 reports) and `nsys analyze -r gpu_gaps` on "
+                         "the same file (nsys from $CGPROF_BENCH_NSYS, else PATH)")
+    ap.add_argument("--memory-limit", help="pass --memory-limit to the analyses")
     args = ap.parse_args(argv)
 
     workdir = Path(tempfile.mkdtemp(prefix="cgprof-bench-"))
@@ -297,11 +325,13 @@ def main(argv: list[str] | None = None) -> int:
             trace = generate(path, args.n_kernels, args.n_runtime, args.n_steps, seed=args.seed)
             print(f"generated {path} in {trace['total_s']:.1f} s", flush=True)
         _warm_cache(path)
+        if args.memory_limit:
+            os.environ["CGPROF_BENCH_MEMORY_LIMIT"] = args.memory_limit
         results = {}
-        for mode in MODES:
+        for mode in MODES + (NSYS_MODES if args.vs_nsys else ()):
             results[mode] = _best([measure(mode, path, workdir) for _ in range(args.repeat)])
             print(f"  measured {mode}", file=sys.stderr, flush=True)
-        text, payload, failed = report(trace, results)
+        text, payload, failed = report(trace, results, import_time(workdir))
         print(text)
         print(json.dumps(payload, sort_keys=True))
         if args.keep and args.trace is None:

@@ -14,6 +14,21 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "nsys-samples"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Every test (and every CLI subprocess it starts) caches into a folder of the session's
+    own, never the user's cache folder."""
+    import os
+
+    old = os.environ.get("CGPROF_CACHE")
+    os.environ["CGPROF_CACHE"] = str(tmp_path_factory.mktemp("cgprof-cache"))
+    yield
+    if old is None:
+        os.environ.pop("CGPROF_CACHE", None)
+    else:
+        os.environ["CGPROF_CACHE"] = old
+
+
 @pytest.fixture(scope="session")
 def samples_dir() -> Path:
     """The real nsys 2025.3 exports and their `nsys stats` oracle (`expected/`); read-only."""

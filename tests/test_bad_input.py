@@ -100,14 +100,23 @@ def test_sqlite_without_nsys_tables(tmp_path):
     assert _digest(p) == before
 
 
-def test_nsys_rep_given_instead_of_sqlite(tmp_path):
+def test_nsys_rep_without_nsys(tmp_path, monkeypatch):
+    """An .nsys-rep is exported with the nsys cgprof finds; with none, one line says so."""
+    from cgprof import record
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("CGPROF_NSYS", raising=False)
+    monkeypatch.setattr(record, "NSYS_GLOBS", ())
     p = tmp_path / "run.nsys-rep"
     p.write_bytes(b"\x00" * 100)
+    before = _digest(p)
     code, out = _analyze(p)
     assert code == 1
     assert _one_error_line(out) == (
-        f"{p}: is an Nsight Systems report, not SQLite; export it first with "
+        f"{p}: is an Nsight Systems report and no nsys was found to export it (looked in "
+        f"$CGPROF_NSYS, PATH); set CGPROF_NSYS=PATH or export it yourself with "
         f"`nsys export --type sqlite -o {tmp_path / 'run.sqlite'} {p}`")
+    assert _digest(p) == before
 
 
 def test_qdstrm_given_instead_of_sqlite(tmp_path):

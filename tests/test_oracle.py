@@ -21,9 +21,11 @@ from cgprof.cli import main
 
 def _cases() -> list[tuple[Path, Path]]:
     cases = []
-    for folder in (SAMPLES, REPO / "traces"):
+    for folder in (SAMPLES, REPO / "traces", REPO / "traces" / "columnar"):
         expected = folder / "expected"
-        for db in sorted(folder.glob("*.sqlite")):
+        # nsys's parquetdir/arrowdir exports of the same reports must match the same oracle.
+        dbs = [*folder.glob("*.sqlite"), *folder.glob("*.parquetdir"), *folder.glob("*.arrowdir")]
+        for db in sorted(dbs):
             if (expected / f"{db.stem}.cuda_gpu_kern_sum.csv").is_file():
                 cases.append((db, expected))
     return cases

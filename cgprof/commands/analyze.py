@@ -7,16 +7,30 @@ from pathlib import Path
 
 import click
 
+from cgprof.commands.engine_opts import engine_options
 from cgprof.errors import CgprofError, OutputExistsError
+
+#: Progress messages one analysis sends (load: strings, kernels, API calls, copies, NVTX, cache;
+#: metrics: API calls, steps, gaps, replays, summary): the bar's length.
+_STAGES = 11
 
 
 def _progress(quiet: bool):
-    """A progress line on stderr, only when stderr is a terminal and not --quiet."""
+    """A progress bar on stderr, only when stderr is a terminal and not --quiet.
+
+    One line, redrawn in place: ``cgprof: reading kernels ... [###-------] 3/11 1.2 s``.
+    """
     if quiet or not sys.stderr.isatty():
         return None
+    import time
+
+    state = {"n": 0, "t0": time.monotonic()}
 
     def say(msg: str) -> None:
-        sys.stderr.write(f"\r\x1b[2Kcgprof: {msg} ...")
+        state["n"] = min(state["n"] + 1, _STAGES)
+        done = state["n"] * 20 // _STAGES
+        sys.stderr.write(f"\r\x1b[2Kcgprof: {msg} ... [{'#' * done}{'-' * (20 - done)}] "
+                         f"{state['n']}/{_STAGES} {time.monotonic() - state['t0']:.1f} s")
         sys.stderr.flush()
 
     return say
@@ -46,10 +60,11 @@ def _clear(say) -> None:
 @click.option("--max-events", type=click.IntRange(min=100), default=None,
               help="With --html: most events drawn per timeline (default 20000).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@engine_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
 def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, max_events, force,
             quiet) -> None:
-    """Analyse one or more nsys SQLite exports (`nsys export --type sqlite`)."""
+    """Analyse nsys traces: SQLite exports, .nsys-rep reports, parquetdir/arrowdir exports."""
     from cgprof.metrics import analyze
     from cgprof.report import json_report, text
     from cgprof.report.output import check_writable, write_atomic
@@ -77,11 +92,12 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, ma
             finally:
                 _clear(say)
         if json_out == "-":
-            click.echo(json_report.render(results), nl=False)
+            for piece in json_report.render_chunks(results):
+                click.echo(piece, nl=False)
         else:
             click.echo("\n".join(text.render(r) for r in results), nl=False)
             if json_out is not None:
-                write_atomic(Path(json_out), json_report.render(results), force)
+                write_atomic(Path(json_out), json_report.render_chunks(results), force)
                 click.echo(f"wrote {json_out}")
         if html_out is not None:
             from cgprof.report import figures, html

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from cgprof.commands.engine_opts import engine_options
 from cgprof.errors import CgprofError
 
 
@@ -39,6 +40,7 @@ from cgprof.errors import CgprofError
 @click.option("--max-events", type=click.IntRange(min=100), default=None, metavar="N",
               help="Events drawn per run timeline in the HTML report [default: 20000].")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@engine_options
 def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, skip,
             max_events, force) -> None:
     """Compare CANDIDATE against BASELINE (nsys SQLite exports), step i against step i.

@@ -28,6 +28,9 @@ from cgprof.errors import CgprofError
                    "e.g. --nsys-arg=--duration=30.")
 @click.option("--all-tables", is_flag=True,
               help="Export every nsys table, not only the ones cgprof reads.")
+@click.option("--columnar", is_flag=True,
+              help="Also write the Parquet copy cgprof analyze reads (its cache), so that the "
+                   "first analysis skips SQLite.")
 @click.argument("command_words", metavar="SCRIPT [ARGS]...", nargs=-1, required=True,
                 type=click.UNPROCESSED)
 @click.pass_context
@@ -39,6 +42,7 @@ def command(
     nsys_path: str | None,
     nsys_args: tuple[str, ...],
     all_tables: bool,
+    columnar: bool,
     command_words: tuple[str, ...],
 ) -> None:
     """Record SCRIPT (run with this Python) or, after --, any COMMAND under nsys.
@@ -74,6 +78,13 @@ def command(
     except CgprofError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"cgprof: wrote {result.sqlite_path} and {result.report_path}")
+    if columnar:
+        from cgprof.cache import warm
+
+        try:
+            click.echo(f"cgprof: wrote its columnar copy to {warm(result.sqlite_path)}")
+        except CgprofError as exc:  # the recording itself succeeded
+            click.echo(f"cgprof: warning: no columnar copy: {exc}", err=True)
     click.echo(f"next: {result.next_command}")
     if result.exit_code != 0:
         ctx.exit(result.exit_code)

@@ -143,11 +143,10 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
     input_copy = prev["kind"].isin(["memcpy", "memset"]).to_numpy(dtype=bool)
     replays = prev["in_graph"].to_numpy(dtype=bool) | g["in_graph"].to_numpy(dtype=bool)
 
-    kind = np.select(
-        [same_replay, sync_bound, launch_bound, input_copy, replays],
-        ["in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays"],
-        default="other",
-    )
+    labels = ["in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays", "other"]
+    kind = _str_array(pd.Series(pd.Categorical.from_codes(np.select(
+        [same_replay, sync_bound, launch_bound, input_copy, replays], [0, 1, 2, 3, 4],
+        default=5), categories=labels)))
     return pd.DataFrame({
         "device_id": g["device_id"].to_numpy(),
         "start_ns": gap_start,
@@ -158,8 +157,24 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
         "next_stream_id": g["stream_id"].to_numpy(),
         "next_pid": g["pid"].to_numpy(),
         "next_corr_id": g["corr_id"].to_numpy(),
-        "next_api": nxt["name"].astype(object).fillna("").astype(str).to_numpy(),
+        "next_api": _str_array(nxt["name"]),
     })
+
+
+def _str_array(names: pd.Series) -> object:
+    """``names`` with NaN as "", as the column pandas builds from Python strings, but made
+    from the categories (one string each) rather than one Python object per row."""
+    target = pd.Series(np.array(["x"], dtype=object)).dtype  # str (pandas 3) or object
+    if not isinstance(names.dtype, pd.CategoricalDtype) or target == np.dtype(object):
+        return names.astype(object).fillna("").astype(str).to_numpy()
+    import pyarrow as pa
+
+    cats = [str(c) for c in names.cat.categories]
+    codes = names.cat.codes.to_numpy()
+    codes = np.where(codes < 0, len(cats), codes).astype(np.int32)
+    dictionary = pa.array([*cats, ""], type=pa.large_string())
+    values = pa.DictionaryArray.from_arrays(pa.array(codes), dictionary).dictionary_decode()
+    return pd.array(values, dtype=target)
 
 
 def _sync_returned_in_gap(calls, pids, gap_start, api_start, known) -> np.ndarray:

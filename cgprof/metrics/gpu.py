@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
+from cgprof.metrics.intervals import sort_stable
 from cgprof.trace import Trace
 
 KIND_KERNEL = "kernel"
@@ -40,12 +41,13 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
     ]
     parts = []
     for df, kind, in_graph, input_copy in sources:
-        part = df[["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id"]].copy()
-        part["kind"] = kind
-        part["in_graph"] = np.asarray(in_graph, dtype=bool) if not isinstance(
-            in_graph, bool) else in_graph
-        part["is_input_copy"] = np.asarray(input_copy, dtype=bool) if not isinstance(
-            input_copy, bool) else input_copy
+        # No .copy(): the concat below copies once.
+        part = df[["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id"]].assign(
+            kind=kind,
+            in_graph=np.asarray(in_graph, dtype=bool) if not isinstance(
+                in_graph, bool) else in_graph,
+            is_input_copy=np.asarray(input_copy, dtype=bool) if not isinstance(
+                input_copy, bool) else input_copy)
         parts.append(part)
     parts = [p for p in parts if len(p)]
     if not parts:
@@ -54,5 +56,5 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
                              for c in OP_COLUMNS})
     ops = pd.concat(parts, ignore_index=True)
     ops["kind"] = ops["kind"].astype("category")
-    ops = ops.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
+    ops = sort_stable(ops, ["start_ns", "end_ns"]).reset_index(drop=True)
     return ops[OP_COLUMNS]

@@ -57,15 +57,12 @@ def api_calls(trace: Trace) -> pd.DataFrame:
     Columns: start_ns end_ns dur_ns pid tid global_tid corr_id name_raw name nsys_name
     family in_capture (bool). Sorted by start_ns.
     """
-    calls = trace.api_calls.copy()
+    calls = trace.api_calls  # a filtered frame already: no second full copy
     if calls.empty:
-        calls["family"] = pd.Series(dtype="object")
-        calls["in_capture"] = pd.Series(dtype="bool")
-        return calls
+        return calls.assign(family=pd.Series(dtype="object"), in_capture=pd.Series(dtype="bool"))
     cats = calls["name"].cat.categories
-    calls["family"] = calls["name"].map({c: family_of(c) for c in cats}).astype("category")
-    calls["in_capture"] = _in_capture(calls)
-    return calls
+    family = calls["name"].map({c: family_of(c) for c in cats}).astype("category")
+    return calls.assign(family=family, in_capture=_in_capture(calls))
 
 
 def name_contains(names: pd.Series, text: str) -> np.ndarray:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -59,9 +60,23 @@ class _Table:
         self.df = df
 
     def to_json(self) -> str:
+        return "".join(self.chunks())
+
+    def chunks(self, rows: int = 100_000) -> Iterator[str]:
+        """The table's JSON in pieces of ``rows`` records (same bytes as one piece): a
+        million-gap table never sits in memory as one 200 MB string."""
         if self.df.empty:
-            return "[]"
-        return self.df.to_json(orient="records", double_precision=15, force_ascii=False)
+            yield "[]"
+            return
+        if len(self.df) <= rows:
+            yield self.df.to_json(orient="records", double_precision=15, force_ascii=False)
+            return
+        yield "["
+        for i in range(0, len(self.df), rows):
+            piece = self.df.iloc[i:i + rows].to_json(orient="records", double_precision=15,
+                                                     force_ascii=False)
+            yield ("," if i else "") + piece[1:-1]
+        yield "]"
 
 
 def result_to_dict(result: Any, _lazy: bool = False) -> dict[str, Any]:
@@ -111,6 +126,11 @@ def result_to_dict(result: Any, _lazy: bool = False) -> dict[str, Any]:
 
 def render(results: list[Any]) -> str:
     """One trace -> its document; several -> {"schema_version", "traces": [...]}."""
+    return "".join(render_chunks(results))
+
+
+def render_chunks(results: list[Any]) -> Iterator[str]:
+    """:func:`render`'s text in pieces, for writing a big document without holding it."""
     if len(results) == 1:
         doc: Any = result_to_dict(results[0], _lazy=True)
     else:
@@ -126,9 +146,9 @@ def render(results: list[Any]) -> str:
 
     text = json.dumps(doc, sort_keys=True, indent=1, allow_nan=False, default=placeholder)
     parts = text.split('"\\u0000table')
-    out = [parts[0]]
+    yield parts[0]
     for part in parts[1:]:
         num, rest = part.split("\\u0000\"", 1)
-        out.append(tables[int(num)].to_json())
-        out.append(rest)
-    return "".join(out) + "\n"
+        yield from tables[int(num)].chunks()
+        yield rest
+    yield "\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from cgprof.errors import CgprofError, OutputExistsError
@@ -36,8 +37,11 @@ def check_writable(path: Path, force: bool) -> None:
     os.unlink(probe)
 
 
-def write_atomic(path: Path, text: str, force: bool) -> None:
-    """Write to a temporary file beside ``path`` and rename it into place."""
+def write_atomic(path: Path, text: str | Iterable[str], force: bool) -> None:
+    """Write to a temporary file beside ``path`` and rename it into place.
+
+    ``text`` is the whole text or its pieces in order (a big JSON document).
+    """
     check_writable(path, force)
     try:
         _write(path, text)
@@ -46,16 +50,19 @@ def write_atomic(path: Path, text: str, force: bool) -> None:
         raise CgprofError(f"{path}: cannot write ({reason}); nothing was written") from None
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str | Iterable[str]) -> None:
+    pieces = [text] if isinstance(text, str) else text
     if _special(path):
         with path.open("w", encoding="utf-8") as fh:
-            fh.write(text)
+            for piece in pieces:
+                fh.write(piece)
         return
     parent = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            for piece in pieces:
+                fh.write(piece)
         # mkstemp makes the file 0600; give it the mode a plain open() would (umask applied).
         umask = os.umask(0)
         os.umask(umask)

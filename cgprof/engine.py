@@ -1,0 +1,329 @@
+"""Columnar sources: read only the columns cgprof needs from a trace, straight into Arrow.
+
+One interface, four kinds of input (see docs/engine.md for how the reader was chosen):
+
+* ``sqlite``      an ``nsys export --type sqlite`` file, read through DuckDB's SQLite scanner
+                  (the extension ships as a wheel, loaded from its own file: no network), with
+                  Python's ``sqlite3`` as the fallback when the scanner cannot be loaded;
+* ``parquetdir``  ``nsys export --type parquetdir``: one ``TABLE.parquet`` per nsys table,
+                  same table and column names as the SQLite export;
+* ``arrowdir``    ``nsys export --type arrowdir``: one ``TABLE.arrow`` (Arrow IPC stream) per
+                  table;
+* ``cache``       cgprof's own columnar copy (:mod:`cgprof.cache`): a parquetdir holding only
+                  the columns cgprof reads, plus a manifest.
+
+A :class:`Source` knows every table and its columns (``tables``) and returns the columns asked
+for as a :class:`pyarrow.Table` (``read``). Only what exists is asked for: the loader in
+:mod:`cgprof.trace` intersects with ``tables`` first. Every read is remembered in ``reads``
+so that the cache can write exactly what was read.
+
+Engine settings: ``CGPROF_THREADS`` (threads DuckDB and Arrow may use; the ranks worker
+processes set it to 1) and ``CGPROF_MEMORY_LIMIT`` / ``--memory-limit`` (DuckDB's cap).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from cgprof import schema as S
+from cgprof.errors import TraceError
+
+#: Name suffixes of the directories nsys writes with ``nsys export --type parquetdir|arrowdir``.
+DIR_SUFFIXES = {".parquetdir": "parquetdir", ".arrowdir": "arrowdir"}
+#: File suffix of one table in each directory kind.
+TABLE_SUFFIX = {"parquetdir": ".parquet", "arrowdir": ".arrow"}
+
+DEFAULT_MEMORY_LIMIT = "4GB"
+
+
+def threads() -> int:
+    """Threads the engine may use: ``CGPROF_THREADS``, else every core (at most 8)."""
+    value = os.environ.get("CGPROF_THREADS", "").strip()
+    if value:
+        try:
+            n = int(value)
+        except ValueError:
+            raise TraceError(f"CGPROF_THREADS={value!r}: not a whole number") from None
+        if n < 1:
+            raise TraceError(f"CGPROF_THREADS={value!r}: must be at least 1")
+        return n
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+_capped: list[int] = []
+
+
+def _cap_arrow_threads() -> None:
+    """Arrow's own thread pool follows ``CGPROF_THREADS`` too (set once per value)."""
+    n = threads()
+    if _capped != [n] and os.environ.get("CGPROF_THREADS", "").strip():
+        import pyarrow as pa
+
+        pa.set_cpu_count(n)
+        pa.set_io_thread_count(n)
+        _capped[:] = [n]
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """``"1GB"`` -> 1_000_000_000 bytes (KB/MB/GB/TB are powers of 10, KiB/MiB/GiB of 2)."""
+    m = _SIZE.match(text or "")
+    if not m:
+        raise TraceError(f"memory limit {text!r}: expected a size such as 1GB or 512MiB")
+    unit = (m.group(2) or "").upper()
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def memory_limit() -> str:
+    """The engine's memory cap: ``CGPROF_MEMORY_LIMIT`` or :data:`DEFAULT_MEMORY_LIMIT`."""
+    value = os.environ.get("CGPROF_MEMORY_LIMIT", "").strip() or DEFAULT_MEMORY_LIMIT
+    parse_size(value)
+    return value
+
+
+def dir_kind(path: Path) -> str | None:
+    """``"parquetdir"``/``"arrowdir"`` when ``path`` is a directory nsys exported, else None.
+
+    A directory is one trace when its name ends in ``.parquetdir``/``.arrowdir`` or when it
+    holds nsys's tables (``StringIds`` and one of the marker tables) as ``.parquet``/``.arrow``
+    files. Any other directory is not a trace (a folder of traces, for those who take one).
+    """
+    if not path.is_dir():
+        return None
+    kind = DIR_SUFFIXES.get(path.suffix.lower())
+    if kind is not None:
+        return kind
+    for kind, suffix in TABLE_SUFFIX.items():
+        if (path / f"{S.STRING_IDS}{suffix}").is_file() and any(
+            (path / f"{t}{suffix}").is_file() for t in S.NSYS_MARKER_TABLES
+        ):
+            return kind
+    return None
+
+
+def is_trace_dir(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is one trace exported by nsys as a parquetdir or arrowdir."""
+    return dir_kind(Path(path)) is not None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class UnreadableTable(ValueError):
+    """A table of an SQLite export whose values no nsys export holds (text in an INTEGER
+    column, ...): :func:`cgprof.trace.load` turns it into one line naming the cell."""
+
+    def __init__(self, table: str, reason: str) -> None:
+        super().__init__(f"cannot read table {table} ({reason})")
+        self.table = table
+
+
+class Source:
+    """Columns of one trace, read on demand into Arrow."""
+
+    kind = "?"
+
+    def __init__(self, path: Path, tables: dict[str, list[str]]) -> None:
+        self.path = path
+        self.tables = tables
+        #: (table, columns) -> Arrow table, every read so far (the cache writes these).
+        self.reads: dict[str, Any] = {}
+
+    def read(self, table: str, columns: list[str]) -> Any:
+        """The named columns of ``table`` (all of them must exist) as a pyarrow.Table."""
+        _cap_arrow_threads()
+        tbl = self._read(table, columns)
+        self.reads[table] = tbl
+        return tbl
+
+    def _read(self, table: str, columns: list[str]) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class SqliteSource(Source):
+    """An nsys SQLite export, opened read-only: probed with sqlite3, read through DuckDB."""
+
+    kind = "sqlite"
+
+    def __init__(self, path: Path, conn: sqlite3.Connection,
+                 tables: dict[str, list[str]]) -> None:
+        super().__init__(path, tables)
+        self.conn = conn
+        self._duck: Any = None
+        self._duck_failed = os.environ.get("CGPROF_ENGINE", "").lower() == "sqlite3"
+
+    def _duckdb(self) -> Any:
+        if self._duck is None and not self._duck_failed:
+            try:
+                self._duck = _duckdb_sqlite(self.path)
+            except Exception:  # scanner missing or unloadable: sqlite3 still works
+                self._duck_failed = True
+        return self._duck
+
+    def _read(self, table: str, columns: list[str]) -> Any:
+        import pyarrow as pa
+
+        cols = ", ".join(f'"{c}"' for c in columns)
+        con = self._duckdb()
+        if con is not None:
+            import duckdb
+
+            try:
+                return con.execute(f'SELECT {cols} FROM s."{table}"').arrow().read_all()
+            except duckdb.Error as exc:
+                # e.g. text in an INTEGER column; trace.load names the cell to blame.
+                raise UnreadableTable(table, _one_line(exc)) from None
+        try:
+            rows = self.conn.execute(f'SELECT {cols} FROM "{table}"').fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise TraceError(
+                f"{self.path}: cannot read SQLite ({exc}); is the file truncated or corrupt?"
+            ) from None
+        data = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
+        try:
+            arrays = [pa.array(list(v)) for v in data]
+        except (pa.ArrowException, OverflowError) as exc:
+            raise UnreadableTable(table, _one_line(exc)) from None
+        return pa.Table.from_arrays(arrays, names=columns)
+
+    def close(self) -> None:
+        if self._duck is not None:
+            self._duck.close()
+        self.conn.close()
+
+
+def _duckdb_sqlite(path: Path) -> Any:
+    """A DuckDB connection with ``path`` attached read-only as schema ``s``."""
+    import duckdb
+    import duckdb_extension_sqlite_scanner as scanner
+
+    ext_dir = Path(scanner.__file__).parent / "extensions"
+    exts = sorted(ext_dir.glob("*/sqlite_scanner.duckdb_extension"))
+    if not exts:
+        raise RuntimeError("sqlite_scanner extension file not found")
+    con = duckdb.connect(config={
+        "threads": threads(),
+        "memory_limit": memory_limit(),
+        "allow_unsigned_extensions": "true",
+        "autoinstall_known_extensions": "false",
+        "autoload_known_extensions": "false",
+    })
+    try:
+        con.execute(f"LOAD '{_sql_str(str(exts[-1]))}'")
+        con.execute(f"ATTACH '{_sql_str(str(path.resolve()))}' AS s (TYPE sqlite, READ_ONLY)")
+    except Exception:
+        con.close()
+        raise
+    return con
+
+
+def _sql_str(text: str) -> str:
+    return text.replace("'", "''")
+
+
+class DirSource(Source):
+    """nsys's ``parquetdir``/``arrowdir`` export, or cgprof's cache entry (a parquetdir)."""
+
+    def __init__(self, path: Path, kind: str, tables: dict[str, list[str]] | None = None):
+        self.kind = kind
+        self.suffix = TABLE_SUFFIX.get(kind, ".parquet")
+        if tables is None:
+            tables = self._probe(path)
+        super().__init__(path, tables)
+
+    def _file(self, path: Path, table: str) -> Path:
+        return path / f"{table}{self.suffix}"
+
+    def _probe(self, path: Path) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for f in sorted(path.glob(f"*{self.suffix}")):
+            try:
+                out[f.name[: -len(self.suffix)]] = self._schema(f).names
+            except Exception as exc:
+                raise TraceError(
+                    f"{f}: cannot read as {self.kind} table ({_one_line(exc)})"
+                ) from None
+        return out
+
+    def _schema(self, f: Path) -> Any:
+        if self.suffix == ".arrow":
+
+            with _open_ipc(f) as reader:
+                return reader.schema
+        import pyarrow.parquet as pq
+
+        return pq.read_schema(f)
+
+    def _read(self, table: str, columns: list[str]) -> Any:
+        f = self._file(self.path, table)
+        try:
+            if self.suffix == ".arrow":
+                with _open_ipc(f) as reader:
+                    return reader.read_all().select(columns)
+            import pyarrow.parquet as pq
+
+            return pq.read_table(f, columns=columns, use_threads=threads() > 1)
+        except OSError as exc:
+            raise TraceError(f"{f}: cannot read ({_one_line(exc)})") from None
+        except Exception as exc:
+            raise TraceError(
+                f"{f}: cannot read as {self.kind} table ({_one_line(exc)})"
+            ) from None
+
+
+class _open_ipc:
+    """Arrow IPC: nsys writes streams; accept the file format too."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fh: Any = None
+
+    def __enter__(self) -> Any:
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        self.fh = pa.memory_map(str(self.path), "r")
+        try:
+            return ipc.open_stream(self.fh)
+        except pa.ArrowInvalid:
+            self.fh.seek(0)
+            f = ipc.open_file(self.fh)
+            return _FileAsStream(f)
+
+    def __exit__(self, *exc: object) -> None:
+        self.fh.close()
+
+
+class _FileAsStream:
+    def __init__(self, f: Any) -> None:
+        self._f = f
+        self.schema = f.schema
+
+    def read_all(self) -> Any:
+        return self._f.read_all()
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open ``path`` with SQLite's read-only URI mode: cgprof never writes into a trace."""
+    uri = "file:" + urllib.request.pathname2url(str(path.resolve())) + "?mode=ro"
+    return sqlite3.connect(uri, uri=True)
+
+
+def probe_sqlite(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    """Map every table in the file to its column names."""
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    return {t: [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')] for t in names}

@@ -1,0 +1,355 @@
+"""The columnar engine, its Parquet cache and the inputs it reads (SQLite, parquetdir, arrowdir,
+.nsys-rep): same figures from every path, never stale, never writing into the input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import REPO
+
+import cgprof
+from cgprof import cache, engine
+from cgprof import trace as T
+from cgprof.cli import main
+from cgprof.report import json_report
+
+TRACES = REPO / "traces"
+COLUMNAR = TRACES / "columnar"
+FAKES = Path(__file__).parent / "fake_nsys"
+TABLES = ("kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx", "gpus",
+          "threads")
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("CGPROF_CACHE", str(d))
+    monkeypatch.delenv("CGPROF_NO_CACHE", raising=False)
+    return d
+
+
+def _md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def _same_trace(a: T.Trace, b: T.Trace) -> None:
+    for name in TABLES:
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name))
+    assert (a.meta.nsys_version, a.meta.schema_version, a.meta.graph_trace_mode,
+            a.meta.graph_trace_mode_source) == (
+        b.meta.nsys_version, b.meta.schema_version, b.meta.graph_trace_mode,
+        b.meta.graph_trace_mode_source)
+
+
+def _no_sqlite(monkeypatch):
+    """Make any attempt to open an SQLite source fail loudly (proves the cache was used)."""
+
+    def refuse(path):
+        raise AssertionError(f"SQLite opened: {path}")
+
+    monkeypatch.setattr(T, "open_source", refuse)
+
+
+def test_first_analysis_writes_the_cache_and_the_second_reads_only_it(cache_dir, tmp_path,
+                                                                    monkeypatch):
+    src = tmp_path / "run.sqlite"
+    shutil.copyfile(TRACES / "mlp_train_graph.sqlite", src)
+    before = _md5(src)
+    plain = T.load(src, cache=False)
+    assert not cache_dir.exists()
+    first = T.load(src)
+    entries = cache.entries()
+    assert len(entries) == 1 and entries[0]["source"] == str(src.resolve())
+    entry = cache_dir / entries[0]["key"]
+    assert (entry / "CUPTI_ACTIVITY_KIND_KERNEL.parquet").is_file()
+    assert not [p for p in cache_dir.iterdir() if p.name.startswith(".tmp-")]
+    _no_sqlite(monkeypatch)
+    second = T.load(src)
+    _same_trace(plain, first)
+    _same_trace(plain, second)
+    assert second.meta.tables == plain.meta.tables
+    assert second.path == src
+    assert _md5(src) == before
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in TRACES.glob("*.sqlite")))
+def test_every_shipped_trace_analyses_the_same_from_the_cache(name, cache_dir, monkeypatch):
+    path = TRACES / name
+    plain = json_report.render([cgprof.analyze(T.load(path, cache=False))])
+    cgprof.analyze(path)  # writes the entry
+    _no_sqlite(monkeypatch)
+    assert json_report.render([cgprof.analyze(path)]) == plain
+
+
+def test_a_changed_trace_is_never_served_stale(cache_dir, tmp_path):
+    p = tmp_path / "run.sqlite"
+    shutil.copyfile(TRACES / "mlp_infer_eager.sqlite", p)
+    eager = T.load(p)
+    # Another trace under the same name.
+    shutil.copyfile(TRACES / "mlp_infer_graph.sqlite", p)
+    got = T.load(p)
+    _same_trace(got, T.load(TRACES / "mlp_infer_graph.sqlite", cache=False))
+    assert len(got.kernels) != len(eager.kernels)
+    assert len(cache.entries()) == 2
+
+
+def test_same_size_and_mtime_but_other_last_page_is_a_new_key(tmp_path):
+    p = tmp_path / "run.sqlite"
+    shutil.copyfile(TRACES / "mlp_infer_eager.sqlite", p)
+    st = p.stat()
+    k1 = cache.key(p)
+    data = bytearray(p.read_bytes())
+    data[-10] ^= 0xFF
+    p.write_bytes(bytes(data))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert p.stat().st_size == st.st_size and p.stat().st_mtime_ns == st.st_mtime_ns
+    assert cache.key(p) != k1
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert len({k1, cache.key(p)}) == 2
+
+
+def test_a_corrupt_entry_is_discarded_not_fatal(cache_dir, tmp_path):
+    p = tmp_path / "run.sqlite"
+    shutil.copyfile(TRACES / "mlp_infer_graph.sqlite", p)
+    plain = T.load(p, cache=False)
+    T.load(p)
+    entry = cache_dir / cache.entries()[0]["key"]
+    (entry / "CUPTI_ACTIVITY_KIND_KERNEL.parquet").write_bytes(b"PAR1 not really")
+    _same_trace(T.load(p), plain)  # re-read from SQLite, entry rewritten
+    _same_trace(T.load(p), plain)  # and the rewritten entry is good
+    (entry / cache.MANIFEST).write_text("{not json")
+    _same_trace(T.load(p), plain)
+
+
+def test_no_cache_writes_nothing(cache_dir, tmp_path):
+    res = CliRunner().invoke(main, ["analyze", str(TRACES / "mlp_infer_eager.sqlite"),
+                                    "--no-cache", "--json", "-"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["trace"]["kernels"] > 0
+    assert not cache_dir.exists()
+    assert os.environ.get("CGPROF_NO_CACHE") is None  # the setting lasted one command
+
+
+def test_cache_info_and_clear(cache_dir):
+    runner = CliRunner()
+    res = runner.invoke(main, ["cache", "info", "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["entries"] == []
+    for name in ("mlp_infer_eager.sqlite", "mlp_infer_graph.sqlite"):
+        assert runner.invoke(main, ["analyze", str(TRACES / name), "-q"]).exit_code == 0
+    info = json.loads(runner.invoke(main, ["cache", "info", "--json"]).output)
+    assert info["path"] == str(cache_dir)
+    assert sorted(Path(e["source"]).name for e in info["entries"]) == [
+        "mlp_infer_eager.sqlite", "mlp_infer_graph.sqlite"]
+    assert info["bytes"] == sum(e["bytes"] for e in info["entries"]) > 0
+    text = runner.invoke(main, ["cache", "info"]).output
+    assert text.startswith(f"cache: {cache_dir}\n2 trace(s), ")
+    res = runner.invoke(main, ["cache", "clear"])
+    assert res.output == f"removed 2 cached trace(s) from {cache_dir}\n"
+    assert cache.entries() == []
+
+
+def test_memory_limit_is_checked(cache_dir):
+    res = CliRunner().invoke(main, ["analyze", str(TRACES / "mlp_infer_eager.sqlite"),
+                                    "--memory-limit", "lots"])
+    assert res.exit_code == 2
+    assert "memory limit 'lots': expected a size such as 1GB or 512MiB" in res.output
+    assert engine.parse_size("1GB") == 10**9 and engine.parse_size("512MiB") == 512 * 2**20
+
+
+@pytest.mark.parametrize("value", ["0", "x"])
+def test_bad_thread_count_is_one_line(value, monkeypatch):
+    monkeypatch.setenv("CGPROF_THREADS", value)
+    with pytest.raises(cgprof.errors.TraceError, match="CGPROF_THREADS"):
+        engine.threads()
+
+
+def test_one_thread_gives_the_same_figures(cache_dir, monkeypatch):
+    path = TRACES / "resnet18_train_eager.sqlite"
+    many = json_report.render([cgprof.analyze(T.load(path, cache=False))])
+    monkeypatch.setenv("CGPROF_THREADS", "1")
+    assert engine.threads() == 1
+    assert json_report.render([cgprof.analyze(T.load(path, cache=False))]) == many
+
+
+def test_sqlite3_fallback_reads_the_same(monkeypatch):
+    path = TRACES / "mlp_train_graph_graphtrace.sqlite"
+    duck = T.load(path, cache=False)
+    monkeypatch.setenv("CGPROF_ENGINE", "sqlite3")
+    _same_trace(T.load(path, cache=False), duck)
+
+
+# --------------------------------------------------------------------------------------
+# nsys's own columnar exports
+
+
+@pytest.mark.parametrize("kind", ["parquetdir", "arrowdir"])
+def test_nsys_columnar_export_equals_its_sqlite(kind, cache_dir):
+    dirs = sorted(COLUMNAR.glob(f"*.{kind}"))
+    assert dirs
+    for d in dirs:
+        assert engine.is_trace_dir(d)
+        sqlite = COLUMNAR / f"{d.stem}.sqlite"
+        a, b = T.load(d), T.load(sqlite, cache=False)
+        _same_trace(a, b)
+        doc_a = json_report.render([cgprof.analyze(a)]).replace(str(d), "X")
+        doc_b = json_report.render([cgprof.analyze(b)]).replace(str(sqlite), "X")
+        assert doc_a == doc_b
+    assert not cache_dir.exists()  # nsys's columnar exports are read as they are
+
+
+def test_trace_dir_detection(tmp_path):
+    plain = tmp_path / "runs"
+    plain.mkdir()
+    assert not engine.is_trace_dir(plain)
+    assert T.is_trace_dir is engine.is_trace_dir  # the name the multi-file code imports
+    assert T.is_trace_dir(COLUMNAR / "mlp_infer_eager.parquetdir")
+    assert not engine.is_trace_dir(TRACES / "mlp_infer_eager.sqlite")
+    # A folder that holds nsys's tables is one trace whatever its name.
+    renamed = tmp_path / "export"
+    shutil.copytree(COLUMNAR / "mlp_infer_graph.parquetdir", renamed)
+    assert engine.is_trace_dir(renamed)
+    assert len(T.load(renamed).kernels) == len(T.load(COLUMNAR / "mlp_infer_graph.sqlite",
+                                                       cache=False).kernels)
+    empty = tmp_path / "x.parquetdir"
+    empty.mkdir()
+    res = CliRunner().invoke(main, ["analyze", str(empty)])
+    assert res.exit_code == 1
+    assert res.output == f"Error: {empty}: holds no nsys tables (parquetdir export expected)\n"
+
+
+def test_text_in_a_number_column_is_one_line(tmp_path):
+    src = tmp_path / "t.sqlite"
+    shutil.copyfile(TRACES / "mlp_infer_eager.sqlite", src)
+    import sqlite3
+
+    con = sqlite3.connect(src)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 'seven' WHERE rowid = 3")
+    con.commit()
+    con.close()
+    for extra in ([], ["--no-cache"]):
+        res = CliRunner().invoke(main, ["analyze", str(src), *extra])
+        assert res.exit_code == 1
+        assert res.output.count("\n") == 1 and "Traceback" not in res.output
+        assert res.output.startswith(f"Error: {src}: ")
+        assert "CUPTI_ACTIVITY_KIND_KERNEL" in res.output
+
+
+# --------------------------------------------------------------------------------------
+# .nsys-rep through the nsys cgprof finds
+
+
+def _install_fake_nsys(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    nsys = folder / "nsys"
+    nsys.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKES / "fake_nsys.py"}" "$@"\n')
+    nsys.chmod(0o755)
+    return nsys
+
+
+def test_nsys_rep_is_exported_with_the_nsys_found(tmp_path, cache_dir, monkeypatch):
+    nsys = _install_fake_nsys(tmp_path / "bin")
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv("CGPROF_NSYS", str(nsys))
+    monkeypatch.setenv("FAKE_NSYS_LOG", str(log))
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_text("a report")
+    before = _md5(rep)
+    res = CliRunner().invoke(main, ["analyze", str(rep)])
+    # The fake export holds a StringIds table and no events: read, then refused as empty.
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {rep}: contains no CUDA or NVTX events; was it recorded "
+                          f"with `nsys profile --trace=cuda,nvtx` (or `cgprof record`)?\n")
+    calls = [json.loads(line)["argv"] for line in log.read_text().splitlines()]
+    assert len(calls) == 1 and calls[0][0] == "export" and calls[0][-1] == str(rep)
+    assert "--type=sqlite" in calls[0]
+    assert _md5(rep) == before
+    assert not list(tmp_path.glob("*.sqlite"))  # the export lived in a temporary folder
+
+
+def test_nsys_rep_export_failure_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("CGPROF_NSYS", str(_install_fake_nsys(tmp_path / "bin")))
+    monkeypatch.setenv("FAKE_NSYS_EXPORT", "fail")
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_text("a report")
+    res = CliRunner().invoke(main, ["analyze", str(rep)])
+    assert res.exit_code == 1
+    assert res.output == (f"Error: {rep}: `nsys export --type sqlite` failed "
+                          f"(Error: export failed: simulated crash)\n")
+
+
+def test_analyze_import_stays_light():
+    code = ("import sys, cgprof.cli, cgprof.trace, cgprof.metrics; "
+            "print(sorted(m for m in ('torch', 'duckdb') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_json_tables_written_in_pieces_are_the_same_bytes():
+    from cgprof.report.json_report import _Table
+
+    df = pd.DataFrame({"gap_ns": [5, 7, 9, 11, 13, 17, 19], "kind": pd.Categorical(
+        ["a", "b", None, "a", "b", "a", "<é>"]), "pct": [0.1, None, 2.5, 1e-9, 3.0, 4.0, 5.5]})
+    t = _Table(df)
+    whole = df[sorted(df.columns)].assign(kind=df["kind"].astype(object)).to_json(
+        orient="records", double_precision=15, force_ascii=False)
+    for rows in (1, 3, 7, 100):
+        assert "".join(t.chunks(rows=rows)) == whole
+    assert list(t.chunks(rows=3))[0] == "["
+    assert "".join(_Table(df.iloc[:0]).chunks(rows=3)) == "[]"
+
+
+def test_an_unwritable_cache_costs_only_speed(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("CGPROF_CACHE", str(blocker / "cache"))
+    res = CliRunner().invoke(main, ["analyze", str(TRACES / "mlp_infer_eager.sqlite"),
+                                    "--json", "-"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["trace"]["kernels"] > 0
+    assert blocker.read_text() == "a file where the cache folder would be"
+
+
+def test_a_second_store_of_the_same_trace_keeps_one_entry(cache_dir):
+    path = TRACES / "mlp_infer_graph.sqlite"
+    T.load(path)
+    src = T.open_source(path)
+    try:
+        T._load_tables(src, path, lambda _m: None)
+        again = cache.store(path, src)  # another run got there first: rename refused
+    finally:
+        src.close()
+    assert again == cache_dir / cache.key(path)
+    assert [p.name for p in cache_dir.iterdir()] == [cache.key(path)]
+
+
+def test_warm_writes_the_copy_the_first_analysis_reads(cache_dir, tmp_path, monkeypatch):
+    p = tmp_path / "run.sqlite"
+    shutil.copyfile(TRACES / "mlp_infer_eager.sqlite", p)
+    entry = cache.warm(p)
+    assert entry == cache_dir / cache.key(p) and (entry / cache.MANIFEST).is_file()
+    _no_sqlite(monkeypatch)
+    assert len(T.load(p).kernels) == 2025
+
+
+def test_record_columnar_warns_when_the_export_cannot_be_read(tmp_path, cache_dir, monkeypatch):
+    nsys = _install_fake_nsys(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{nsys.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CGPROF_NSYS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('training')\n")
+    res = CliRunner().invoke(main, ["record", "--columnar", "train.py"])
+    assert res.exit_code == 0, res.output
+    assert f"cgprof: wrote {Path('train.sqlite')} and {Path('train.nsys-rep')}" in res.output
+    # The fake export has no events: the recording stands, the copy is skipped with a warning.
+    assert (f"cgprof: warning: no columnar copy: {Path('train.sqlite')}: contains no CUDA or "
+            f"NVTX events") in res.output
