@@ -44,9 +44,10 @@ class CoverageResult:
              of them, e.g. cudaLaunchKernel), launch_host_ns (host time of those launch calls
              per window step); at most EAGER_TOP_N rows
     recapture_steps / fallback_steps   the ``step`` numbers of those steps
-    eager_per_step  per window step p50 of: eager kernel launches, their GPU busy time
-             (eager_gpu_ns) and their launch calls' host time (keys kernel_launches, gpu_ns,
-             launch_host_ns)
+    eager_per_step  p50 over the partially graphed window steps (over all window steps when
+             none is partial) of: eager kernel launches, GPU busy time outside replays
+             (eager_gpu_ns) and the kernel launch calls' host time (keys kernel_launches,
+             gpu_ns, launch_host_ns)
     """
 
     summary: dict[str, object]
@@ -102,10 +103,11 @@ def graph_coverage(
         "partial_steps": int(partial.sum()),
     }
     top, launch_host = _eager_top(ws, kernels, calls, call_steps)
+    basis = partial if partial.any() else pd.Series(True, index=ws.index)
     per_step = {
-        "kernel_launches": _p50(ws["kernel_launches"]),
-        "gpu_ns": _p50(ws["eager_gpu_ns"]),
-        "launch_host_ns": _p50(launch_host),
+        "kernel_launches": _p50(ws.loc[basis, "kernel_launches"]),
+        "gpu_ns": _p50(ws.loc[basis, "eager_gpu_ns"]),
+        "launch_host_ns": _p50(launch_host[basis]),
     }
     return CoverageResult(summary=summary, eager_top=top, recapture_steps=recap,
                           fallback_steps=fall, eager_per_step=per_step)

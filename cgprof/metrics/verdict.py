@@ -244,15 +244,15 @@ def _coverage_lines(coverage: Any, graph: pd.DataFrame) -> list[str]:
     out = []
     partial = graph[graph["kernel_launches"] > 0]
     if len(partial):
-        k = _p50(partial["kernel_launches"]) or 0
-        gpu = _p50(partial["eager_gpu_ns"])
+        per = coverage.eager_per_step
+        k, gpu = per.get("kernel_launches", 0.0), per.get("gpu_ns")
         top = coverage.eager_top
         names = ", ".join(f"{_short(r.name)} ({r.kernels:g}x, {r.gpu_ns / 1000:.1f} us)"
                           for r in top.head(3).itertuples()) or "n/a"
-        host = coverage.eager_per_step.get("launch_host_ns")
+        host = per.get("launch_host_ns")
         out.append(
             f"graphed steps still launch {k:.0f} kernel{'' if round(k) == 1 else 's'} eagerly "
-            f"per step ({len(partial)} of {len(graph)} steps): {_us(gpu)} of GPU, "
+            f"per step ({len(partial)} of {len(graph)} steps): {_us(gpu)} of GPU outside replays, "
             f"{_us(host)} of host launch time: top: {names}")
     recap, fall = coverage.recapture_steps, coverage.fallback_steps
     if recap or fall:
