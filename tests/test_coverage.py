@@ -183,3 +183,19 @@ def test_estimate_prints_its_assumptions():
     assert "nodes run back to back 0.42 us apart" in line
     assert "host work before each step's first launch stays" in line
     assert line in text.render(r)
+
+
+def test_html_says_window_and_coverage(partial, mlp_graph):
+    from cgprof.diff import view
+    from cgprof.report import html
+
+    page = html.render_single(partial)
+    assert "Idle time by cause (analysis window: 4 steady-state steps (left out: 1 capture)):" \
+        in page
+    assert ('Graph coverage of the 4 window steps: kernels inside replays 54.5%, GPU time '
+            'inside replays 65.5%; re-captures 1, fallbacks 1.') in page
+    assert "Still eager in partially graphed steps" in page
+    # the "GPU idle" tile and the gap table describe the same steady-state steps
+    tile = view(mlp_graph).headline["gpu_idle_pct"]
+    table_idle = float(mlp_graph.gaps.devices["idle_pct"].iloc[0])
+    assert abs(tile - table_idle) < 5.0, (tile, table_idle)

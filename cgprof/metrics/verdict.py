@@ -21,10 +21,12 @@ calls: a slow host, e.g. a VM, launches graphs slowly too):
     graph_launch(nodes) = (GRAPH_LAUNCH_FIXED_H + GRAPH_LAUNCH_PER_NODE_H * nodes) * h
 
 The coefficients were measured on the machine class of the project's traces (H200, nsys
-``--cuda-graph-trace=node``, which itself adds per-node cost to a graph launch): a least-squares
-line of replay latency / h against nodes over the five graphed node-level traces in
-``traces/`` (``scripts/calibrate_estimate.py`` recomputes them), and NODE_GAP_NS is their median
-inter-node gap. When the trace holds node-level replays of its own, their median node gap
+``--cuda-graph-trace=node``, which itself adds per-node cost to a graph launch) over the five
+graphed node-level traces in ``traces/`` (``scripts/calibrate_estimate.py`` recomputes them):
+LATENCY_* is a least-squares line of replay latency / h against nodes, GRAPH_LAUNCH_PER_NODE_H
+the median cudaGraphLaunch host time per node / h, GRAPH_LAUNCH_FIXED_H the usual 10-15 us
+fixed cost of a graph launch on bare metal (about two eager launches), and NODE_GAP_NS their
+median inter-node gap. None is fitted to the eager/graphed pairs' speedups. When the trace holds node-level replays of its own, their median node gap
 replaces NODE_GAP_NS. The assumptions are printed with the estimate.
 """
 
