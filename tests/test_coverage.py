@@ -199,3 +199,27 @@ def test_html_says_window_and_coverage(partial, mlp_graph):
     tile = view(mlp_graph).headline["gpu_idle_pct"]
     table_idle = float(mlp_graph.gaps.devices["idle_pct"].iloc[0])
     assert abs(tile - table_idle) < 5.0, (tile, table_idle)
+
+
+def test_graph_granularity_trace_hides_replay_kernels():
+    r = cgprof.analyze(TRACES / "mlp_train_graph_graphtrace.sqlite")
+    win = r.steps.steps[r.steps.steps["in_window"]]
+    assert win["graph_kernels"].isna().all()
+    assert (win["eager_kernels"] == 0).all()
+    assert (win["graph_gpu_ns"] > 0).all()  # busy time from the whole-replay rows
+    assert r.coverage.summary["graph_kernel_share"] is None
+    assert r.coverage.summary["graph_gpu_share"] > 0.9
+
+
+def test_whole_trace_is_one_window_step(tmp_path):
+    path = make_nsys_db(tmp_path / "w.sqlite",
+                        kernels=[K(1000, 2000, "a", corr=1), K(3000, 3500, "b", corr=2)],
+                        runtime=[R(100, 600, LK, corr=1), R(2000, 2400, LK, corr=2)])
+    r = cgprof.analyze(path)
+    assert r.info["window_reason"] == "the whole trace (no steps)"
+    assert r.coverage.summary["steps"] == 1
+    assert r.coverage.summary["graph_kernel_share"] == 0.0
+    assert r.coverage.eager_top["name"].tolist() == ["a", "b"]
+    assert r.coverage.eager_top["launch_host_ns"].tolist() == [500.0, 400.0]
+    # host work before the first launch (step starts at the first call): none is kept
+    assert r.verdict.assumptions["kept_host_ns_p50"] == 0.0

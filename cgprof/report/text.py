@@ -62,7 +62,7 @@ def render(result: Any) -> str:
         out.append(f"steps: {len(st.steps)} instances of NVTX range '{st.name}' "
                    f"({st.source}{skipped})")
     out.append(f"analysis window: {info['window_reason']}; every table below covers it (the "
-               "per-name kernel/API/NVTX summaries in --json and --html cover the whole trace, "
+               "per-name kernel/API/NVTX summaries in --json cover the whole trace, "
                "as nsys stats)")
     if mode == "graph":
         out.append("note: graph-granularity trace: replayed kernels are not in the kernel table; "
