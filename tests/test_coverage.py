@@ -94,9 +94,9 @@ def test_coverage_summary_contract(partial):
 
 def test_verdict_says_partial_recapture_fallback(partial):
     lines = partial.verdict.lines
-    assert ("graphed steps still launch 1 kernel eagerly per step (3 of 3 steps): 0.5 us of GPU outside replays, "
-            "0.5 us of host launch time: top: adam (1x, 0.5 us), g1 (0.25x, 0.2 us)"
-            ) in lines
+    assert ("graphed steps still launch 1 kernel eagerly per step (3 of 3 steps): 0.5 us of GPU "
+            "outside replays, 0.5 us of host launch time: top: adam (1x, 0.5 us), g1 (0.25x, "
+            "0.2 us)") in lines
     assert ("1 step re-captured a graph in steady state (steps 3); 1 step fell back to eager "
             "after graphs had replayed (steps 4)") in lines
 

@@ -26,8 +26,9 @@ graphed node-level traces in ``traces/`` (``scripts/calibrate_estimate.py`` reco
 LATENCY_* is a least-squares line of replay latency / h against nodes, GRAPH_LAUNCH_PER_NODE_H
 the median cudaGraphLaunch host time per node / h, GRAPH_LAUNCH_FIXED_H the usual 10-15 us
 fixed cost of a graph launch on bare metal (about two eager launches), and NODE_GAP_NS their
-median inter-node gap. None is fitted to the eager/graphed pairs' speedups. When the trace holds node-level replays of its own, their median node gap
-replaces NODE_GAP_NS. The assumptions are printed with the estimate.
+median inter-node gap. None is fitted to the eager/graphed pairs' speedups. When the trace
+holds node-level replays of its own, their median node gap replaces NODE_GAP_NS. The
+assumptions are printed with the estimate.
 """
 
 from __future__ import annotations
