@@ -223,3 +223,14 @@ def test_whole_trace_is_one_window_step(tmp_path):
     assert r.coverage.eager_top["launch_host_ns"].tolist() == [500.0, 400.0]
     # host work before the first launch (step starts at the first call): none is kept
     assert r.verdict.assumptions["kept_host_ns_p50"] == 0.0
+
+
+def test_step_gaps_keep_warmup_gaps_for_views_of_every_step(mlp_graph):
+    w0 = mlp_graph.info["window_start_ns"]
+    assert (mlp_graph.gaps.gaps["start_ns"] >= w0).all()
+    before = mlp_graph.step_gaps[mlp_graph.step_gaps["start_ns"] < w0]
+    assert len(before) > 0
+    from cgprof.diff import view
+
+    warm = view(mlp_graph, mode="warmup")
+    assert len(warm.gaps) > 0

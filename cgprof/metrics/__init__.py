@@ -46,6 +46,10 @@ class AnalysisResult:
     replays         graph replays launched by window steps (ReplayResult)
     steps           per-step table, every step, ``in_window`` marking the window (StepResult)
     coverage        graph coverage of the window steps (CoverageResult)
+    step_gaps       every listed GPU gap from the first step to the last (GAP_COLUMNS), not
+                    only the window's: what views of warm-up or capture steps draw
+                    (``cgprof diff --mode all``); the same rows as ``gaps.gaps`` when the
+                    window holds every step
     verdict         headline and what-if estimate, over the window steps (Verdict)
 
     The analysis window is the steady state: the steps after --skip that are neither warm-up
@@ -65,6 +69,7 @@ class AnalysisResult:
     verdict: Verdict
     trace: Trace
     coverage: CoverageResult
+    step_gaps: pd.DataFrame
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready document (see cgprof.report.json_report)."""
@@ -101,11 +106,13 @@ def analyze(
         span = (int(all_steps["start_ns"].min()),
                 max(int(all_steps["end_ns"].max()), int(gpu_end.max()) if len(gpu_end) else 0))
     window = steps.window()
+    min_gap_ns = int(round(min_gap_us * 1000))
     gaps = gpu_gaps(ops, calls, window=span)
     classify_steps(steps, gaps.gaps)  # every step's gaps, however short
+    step_gaps = gaps.above(min_gap_ns).gaps
     if window != span:  # the reported figures cover the analysis window only
         gaps = gpu_gaps(ops, calls, window=window)
-    gaps = gaps.above(int(round(min_gap_us * 1000)))
+    gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
     if steps.source == "whole-trace":
         win_calls = calls
@@ -154,5 +161,6 @@ def analyze(
         verdict=v,
         trace=trace,
         coverage=coverage,
+        step_gaps=step_gaps if window != span else gaps.gaps,
     )
 
