@@ -140,18 +140,24 @@ def _eager_top(ws, kernels, calls, call_steps) -> tuple[pd.DataFrame, pd.Series]
                 on=["pid", "corr_id"], how="inner")
     if k.empty:
         return _empty_top(), host
-    k = k.assign(name=k["name"].astype(str), api=k["api"].astype(str))
     # One launch call can start several kernels (rare for eager launches): charge its host
     # time once, to the first kernel.
     first = ~k.duplicated(["pid", "corr_id"])
     k = k.assign(api_ns=np.where(first, k["api_ns"], 0))
-    g = k.groupby("name", sort=True)
+    # Group on the categorical names (strings only for the groups, not for every row).
+    agg = k.groupby("name", observed=True, sort=False).agg(
+        kernels=("dur_ns", "size"), gpu_ns=("dur_ns", "sum"), launch_host_ns=("api_ns", "sum"))
+    pairs = k.groupby(["name", "api"], observed=True, sort=False).size().reset_index(name="n")
+    pairs = pairs.sort_values("n", ascending=False, kind="stable").drop_duplicates("name")
+    api_of = dict(zip(pairs["name"].astype(str), pairs["api"].astype(str), strict=True))
+    names = agg.index.astype(str)
     top = pd.DataFrame({
-        "kernels": g.size() / n,
-        "gpu_ns": g["dur_ns"].sum() / n,
-        "launch_api": g["api"].agg(lambda s: s.value_counts().index[0]),
-        "launch_host_ns": g["api_ns"].sum() / n,
-    }).reset_index()
+        "name": np.asarray(names, dtype=object),
+        "kernels": agg["kernels"].to_numpy(np.float64) / n,
+        "gpu_ns": agg["gpu_ns"].to_numpy(np.float64) / n,
+        "launch_api": np.asarray([api_of[x] for x in names], dtype=object),
+        "launch_host_ns": agg["launch_host_ns"].to_numpy(np.float64) / n,
+    })
     top = top.sort_values(["gpu_ns", "name"], ascending=[False, True], kind="stable")
     return top.head(EAGER_TOP_N).reset_index(drop=True)[EAGER_TOP_COLUMNS], host
 
