@@ -234,3 +234,17 @@ def test_step_gaps_keep_warmup_gaps_for_views_of_every_step(mlp_graph):
 
     warm = view(mlp_graph, mode="warmup")
     assert len(warm.gaps) > 0
+
+
+def test_gpu_bound_step_estimate_is_no_speedup(tmp_path):
+    """Two 1 ms kernels launched 5 us apart: the GPU is the bottleneck; graphs buy nothing."""
+    path = make_nsys_db(
+        tmp_path / "gpu_bound.sqlite",
+        kernels=[K(10_000, 1_010_000, "big", corr=1), K(1_010_500, 2_010_500, "big", corr=2)],
+        runtime=[R(1_000, 6_000, LK, corr=1), R(8_000, 13_000, LK, corr=2)],
+        nvtx=[N(0, 2_011_000, "step", domain="cgprof")])
+    r = cgprof.analyze(path)
+    assert r.verdict.kind == "not launch-bound"
+    assert r.verdict.estimated_speedup == 1.0
+    assert r.verdict.assumptions["host_launch_ns"] == 5_000.0
+    assert r.verdict.assumptions["kept_host_ns_p50"] == 1_000.0

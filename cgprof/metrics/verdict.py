@@ -11,7 +11,7 @@ op), one graph launch and the wait for the replay's first node. Per eager step:
     pre_ns   = first launch call start - step start                     (measured, kept)
     gpu_side = pre_ns + latency(nodes) + gpu_busy_ns + nodes * node_gap (replay runs back to back)
     host_side= pre_ns + graph_launch(nodes)                             (host issues one launch)
-    graphed  = max(gpu_side, host_side)
+    graphed  = min(max(gpu_side, host_side), the eager step's own time)
 
 with ``nodes`` = the step's GPU operations. Launch costs are host costs, so they are expressed in
 units of this host's own eager launch cost ``h`` (p50 host time of the trace's kernel launch
@@ -128,7 +128,10 @@ def estimate_graphed(steps: pd.DataFrame, pre_ns: np.ndarray, h_ns: float,
     gpu_side = pre_ns + (LATENCY_FIXED_H + LATENCY_PER_NODE_H * nodes) * h_ns + busy \
         + nodes * node_gap_ns
     host_side = pre_ns + (GRAPH_LAUNCH_FIXED_H + GRAPH_LAUNCH_PER_NODE_H * nodes) * h_ns
-    return np.maximum(gpu_side, host_side)
+    # A GPU-bound step already runs its kernels back to back: graphing it gains ~nothing, and
+    # the graph's launch latency is not added on top of a step that already hides its own.
+    return np.minimum(np.maximum(gpu_side, host_side),
+                      steps["effective_ns"].to_numpy(np.float64))
 
 
 def verdict(
