@@ -76,7 +76,7 @@ class RunView:
     left_out    steps the default filter left out (warm-up and capture steps)
     first, stop the window as a slice of the (mode-filtered) steps
     total_steps steps available before the slice
-    gaps        rows of ``result.gaps.gaps`` that start inside a window step's extent, plus
+    gaps        rows of ``result.step_gaps`` that start inside a window step's extent, plus
                 ``step`` (the step whose extent holds the gap start)
     replays     rows of ``result.replays.replays`` launched by window steps, plus ``step`` and
                 ``i`` (position of that step in the window)
@@ -390,7 +390,7 @@ def view(
     # Gaps whose start lies in the union of the window steps' extents.
     starts = st["start_ns"].to_numpy(np.int64)
     ext_cummax = np.maximum.accumulate(st["extent_end_ns"].to_numpy(np.int64))
-    gaps = result.gaps.gaps
+    gaps = result.step_gaps
     gpos = _assign(starts, ext_cummax, gaps["start_ns"].to_numpy(np.int64))
     wgaps = gaps[gpos >= 0].assign(step=step_ids[gpos[gpos >= 0]]).reset_index(drop=True)
 

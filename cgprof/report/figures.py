@@ -179,7 +179,7 @@ def _events(v: RunView, t0: int, t1: int, text: bool = True) -> pd.DataFrame:
     gpu(tr.graph_trace, "graph replay",
         lambda g: [f"graph replay (graph {gi})" for gi in g["graph_id"].astype(object)])
 
-    gaps = clip(v.result.gaps.gaps)
+    gaps = clip(v.result.step_gaps)
     if len(gaps):
         add([f"GPU {d} idle" for d in gaps["device_id"]] if text else "GPU idle", "idle gap",
             gaps, lambda: [f"idle: {k}" for k in gaps["kind"].astype(str)],

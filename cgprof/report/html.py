@@ -483,17 +483,42 @@ def render_single(result: AnalysisResult, max_events: int = F.DEFAULT_MAX_EVENTS
 </section>
 <section id="sec-gpu" class="grid2">
 <div><h2>GPU idle gaps</h2>{_fig("cgprof-gaps")}
-<p class="hint">Idle time by cause (whole analysed window):</p>{_gap_kind_table(result)}</div>
+<p class="hint">Idle time by cause (analysis window: {esc(result.info["window_reason"])}):</p>
+{_gap_kind_table(result)}</div>
 <div><h2>Launch calls</h2>{_fig("cgprof-families")}{_families_table(parts or (v,))}</div>
 </section>
 <section id="sec-replays"><h2>Graph replays</h2>
 {_fig("cgprof-compactness")}
+{_coverage_block(result)}
 </section>
 <section id="sec-kernels"><h2>Kernels per step</h2>
 {_kernel_table(v)}
 </section>
 {_footer()}"""
     return _page(f"cgprof: {v.path}", body, data)
+
+
+def _share(v: Any) -> str:
+    return "-" if v is None else f"{100.0 * float(v):.1f}%"
+
+
+def _coverage_block(result: AnalysisResult) -> str:
+    """Graph coverage of the analysis window and what partially graphed steps still run eagerly."""
+    c = result.coverage
+    s = c.summary
+    text = (f"Graph coverage of the {s['steps']} window steps: kernels inside replays "
+            f"{_share(s['graph_kernel_share'])}, GPU time inside replays "
+            f"{_share(s['graph_gpu_share'])}; re-captures {s['recaptures']}, fallbacks "
+            f"{s['fallbacks']}.")
+    out = f'<p id="cgprof-coverage" class="hint">{esc(text)}</p>'
+    if s["partial_steps"] and len(c.eager_top):
+        rows = [[(_n(r.kernels, 2), ""), (_us(r.gpu_ns, 2), ""), (esc(r.launch_api), "l"),
+                 (_us(r.launch_host_ns, 2), ""), _name_cell(str(r.name))]
+                for r in c.eager_top.itertuples()]
+        out += ('<p class="hint">Still eager in partially graphed steps (per window step):</p>'
+                + _table([("kernels", ""), ("GPU us", ""), ("launched by", "l"),
+                          ("launch host us", ""), ("kernel", "l")], rows))
+    return out
 
 
 def render_diff(d: DiffResult, max_events: int = F.DEFAULT_MAX_EVENTS) -> str:
