@@ -9,9 +9,14 @@ comes before the step's first launch (input preparation, data loading, Python up
 op), one graph launch and the wait for the replay's first node. Per eager step:
 
     pre_ns   = first launch call start - step start                     (measured, kept)
-    gpu_side = pre_ns + latency(nodes) + gpu_busy_ns + nodes * node_gap (replay runs back to back)
+    gpu_side = [pre_ns + latency(nodes)] + gpu_busy_ns + nodes * node_gap (replay back to back)
     host_side= pre_ns + graph_launch(nodes)                             (host issues one launch)
     graphed  = min(max(gpu_side, host_side), the eager step's own time)
+
+The bracketed lead counts only for steps that wait for their GPU work (a sync call inside the
+step, as timed loops do): such a step costs from its start to its replay's end. A step that
+does not wait overlaps its replay with the next step's host work, and its cost is the longer
+of its host time and its GPU span (``effective_ns``), which the lead is not part of.
 
 with ``nodes`` = the step's GPU operations. Launch costs are host costs, so they are expressed in
 units of this host's own eager launch cost ``h`` (p50 host time of the trace's kernel launch
@@ -125,8 +130,13 @@ def estimate_graphed(steps: pd.DataFrame, pre_ns: np.ndarray, h_ns: float,
     """Estimated graphed step time (ns) of each eager step (see module doc)."""
     nodes = steps["gpu_ops"].to_numpy(np.float64)
     busy = steps["gpu_busy_ns"].to_numpy(np.float64)
-    gpu_side = pre_ns + (LATENCY_FIXED_H + LATENCY_PER_NODE_H * nodes) * h_ns + busy \
-        + nodes * node_gap_ns
+    # A step that waits for its GPU work (a sync call inside it, as timed loops do) costs
+    # from its start to its replay's end; one that does not overlaps the next step's host
+    # work with this step's replay, so only the replay itself (its GPU span) is on the GPU
+    # side, as effective_ns measures it.
+    synced = steps["sync_calls"].to_numpy(np.int64) > 0
+    lead = np.where(synced, pre_ns + (LATENCY_FIXED_H + LATENCY_PER_NODE_H * nodes) * h_ns, 0.0)
+    gpu_side = lead + busy + nodes * node_gap_ns
     host_side = pre_ns + (GRAPH_LAUNCH_FIXED_H + GRAPH_LAUNCH_PER_NODE_H * nodes) * h_ns
     # A GPU-bound step already runs its kernels back to back: graphing it gains ~nothing, and
     # the graph's launch latency is not added on top of a step that already hides its own.
@@ -192,6 +202,7 @@ def verdict(
         pre = _pre_launch_ns(eager, calls, call_steps)
         est = estimate_graphed(eager, pre, h, gap)
         v.assumptions["kept_host_ns_p50"] = float(np.median(pre))
+        v.assumptions["synced_steps"] = float((eager["sync_calls"] > 0).sum())
         v.estimated_graph_step_ns = float(np.median(est))
         if v.eager_step_p50_ns:
             v.estimated_speedup = v.eager_step_p50_ns / v.estimated_graph_step_ns
@@ -213,7 +224,8 @@ def verdict(
             f"launch costs {_us(a['graph_launch_fixed_ns'])} + "
             f"{a['graph_launch_per_node_ns'] / 1000:.2f} us/node of host time and its first "
             f"node starts {_us(a['launch_latency_fixed_ns'])} + "
-            f"{a['launch_latency_per_node_ns'] / 1000:.2f} us/node after the call; nodes run "
+            f"{a['launch_latency_per_node_ns'] / 1000:.2f} us/node after the call (waited for "
+            f"in steps that sync: {a['synced_steps']:.0f} of {len(eager)}); nodes run "
             f"back to back {gap / 1000:.2f} us apart ({gap_source}); host work before each "
             f"step's first launch stays ({_us(a['kept_host_ns_p50'])} p50), Python between "
             f"launches goes")
