@@ -110,11 +110,19 @@ def render(results: list[Any]) -> str:
     """One trace -> its document; several -> {"schema_version", "traces": [...]}."""
     from cgprof.metrics import JSON_SCHEMA_VERSION
 
+    def one(r: Any) -> dict[str, Any]:  # a multi-rank run (RanksResult) has its own layout
+        return ranks_to_dict(r, _lazy=True) if hasattr(r, "cross") else result_to_dict(
+            r, _lazy=True)
+
     if len(results) == 1:
-        doc: Any = result_to_dict(results[0], _lazy=True)
+        doc: Any = one(results[0])
     else:
-        doc = {"schema_version": JSON_SCHEMA_VERSION,
-               "traces": [result_to_dict(r, _lazy=True) for r in results]}
+        doc = {"schema_version": JSON_SCHEMA_VERSION, "traces": [one(r) for r in results]}
+    return _dump(doc)
+
+
+def _dump(doc: Any) -> str:
+    """json.dumps with every _Table spliced in as pandas writes it."""
     tables: list[_Table] = []
 
     def placeholder(obj: Any) -> Any:
@@ -131,3 +139,34 @@ def render(results: list[Any]) -> str:
         out.append(tables[int(num)].to_json())
         out.append(rest)
     return "".join(out) + "\n"
+
+
+def ranks_to_dict(rr: Any, _lazy: bool = False) -> dict[str, Any]:
+    """The document for a multi-rank run (cgprof.ranks.RanksResult): the cross-rank tables
+    under ``ranks`` and each shown rank's usual document under ``traces`` (with its ``rank``).
+    Per-rank documents from many files carry no gap list (``gpu.gaps`` is empty)."""
+    from cgprof.metrics import JSON_SCHEMA_VERSION
+
+    table: Any = _Table if _lazy else frame_records
+    cr = rr.cross
+    traces = []
+    for r in rr.shown():
+        doc = result_to_dict(r.result, _lazy=_lazy)
+        doc["rank"] = {"rank": r.rank_id, "pid": r.pid, "devices": list(r.device_ids),
+                       "path": r.path, "marker": r.marker, "collectives": table(r.collectives)}
+        traces.append(doc)
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "cgprof_version": __version__,
+        "ranks": {
+            "paths": list(rr.paths),
+            "source": rr.source,
+            "selected": rr.selected,
+            "per_rank": table(cr.per_rank),
+            "steps": table(cr.steps),
+            "step_ranks": table(cr.step_ranks),
+            "waits": table(cr.waits),
+            "notes": list(cr.notes),
+        },
+        "traces": traces,
+    }
