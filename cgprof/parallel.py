@@ -31,6 +31,8 @@ __all__ = ["analyze_file", "analyze_files", "expand_inputs", "default_jobs", "is
 #: Environment variable naming a Dask scheduler (``tcp://host:8786``) when --dask is not given.
 DASK_ENV = "CGPROF_DASK_SCHEDULER"
 TRACE_DIR_SUFFIXES = (".parquetdir", ".arrowdir")
+#: Seconds to wait for the Dask scheduler to answer.
+DASK_CONNECT_TIMEOUT_S = 20
 
 
 def is_trace_dir(path: Path) -> bool:
@@ -137,7 +139,7 @@ def _run_dask(paths: list[str], kwargs: dict[str, Any], address: str) -> list[li
     except ImportError:
         raise CgprofError("--dask needs dask.distributed: pip install 'cgprof[dask]'") from None
     try:
-        client = Client(address, timeout="20s")
+        client = Client(address, timeout=f"{DASK_CONNECT_TIMEOUT_S}s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise CgprofError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
     try:
