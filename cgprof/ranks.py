@@ -407,3 +407,134 @@ def analyze_ranks(trace: Trace, step: str | None = None, skip: int = 0,
     results = [analyze_rank(r, path, step=step, skip=skip, min_gap_us=min_gap_us)
                for r in ranks]
     return reduce_ranks([path], [sorted(results, key=lambda x: x.pid)], rank=rank)
+
+
+# ---------------------------------------------------------------------------------------
+# two multi-rank runs
+
+STEADY_MODES = ("eager", "graph")
+RANK_DIFF_COLUMNS = ["rank", "base_steps", "cand_steps", "base_step_p50_ns", "cand_step_p50_ns",
+                     "speedup", "base_launch_calls_per_step", "cand_launch_calls_per_step",
+                     "base_collective_ns", "cand_collective_ns", "base_wait_ns", "cand_wait_ns"]
+
+
+@dataclass
+class RanksDiff:
+    """Two multi-rank runs compared rank by rank (rank id against rank id) and overall.
+
+    labels     (baseline label, candidate label)
+    per_rank   RANK_DIFF_COLUMNS, outer join on rank id (<NA> for a rank one run lacks):
+               steps = steady-state (eager/graph) steps; step p50 of their effective_ns;
+               speedup = base p50 / cand p50; launch calls (kernel + graph) per steady step;
+               collective (NCCL) kernel time and total arrival wait over all analysed steps
+    overall    {"base"/"cand": {"ranks", "steps", "step_p50_ns" (p50 over aligned steady
+               steps of the slowest rank's step time: the job's step), "spread_p50_ns",
+               "wait_ns"}, "speedup"}
+    lines      the comparison in words, first line the headline
+    """
+
+    labels: tuple[str, str]
+    base: RanksResult
+    cand: RanksResult
+    per_rank: pd.DataFrame
+    overall: dict[str, Any]
+    lines: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from cgprof import __version__
+        from cgprof.diff import DIFF_SCHEMA_VERSION
+        from cgprof.report.json_report import frame_records
+
+        return {"schema_version": DIFF_SCHEMA_VERSION, "cgprof_version": __version__,
+                "kind": "cgprof.diff.ranks", "labels": list(self.labels),
+                "baseline": {"paths": self.base.paths, "source": self.base.source},
+                "candidate": {"paths": self.cand.paths, "source": self.cand.source},
+                "overall": self.overall, "lines": list(self.lines),
+                "per_rank": frame_records(self.per_rank)}
+
+
+def _steady(r: RankResult) -> pd.DataFrame:
+    st = r.result.steps.steps
+    return st[st["mode"].isin(STEADY_MODES)]
+
+
+def _run_overall(rr: RanksResult) -> dict[str, Any]:
+    """The job's step: per aligned step index that is steady on every rank, the slowest
+    rank's effective time."""
+    cr = rr.cross
+    steady = None
+    for r in rr.ranks:
+        idx = set(int(i) for i in _steady(r)["step"])
+        steady = idx if steady is None else steady & idx
+    st = cr.steps[cr.steps["step"].isin(sorted(steady or ()))]
+    waits = cr.per_rank["wait_ns"].dropna()
+    return {"ranks": len(rr.ranks), "steps": len(st),
+            "step_p50_ns": _p50(st["max_ns"]) if len(st) else None,
+            "spread_p50_ns": _p50(st["spread_ns"]) if len(st) else None,
+            "wait_ns": int(waits.sum()) if len(waits) else None}
+
+
+def diff_ranks(base: RanksResult, cand: RanksResult,
+               labels: tuple[str, str] = ("baseline", "candidate")) -> RanksDiff:
+    """Compare ``cand`` against ``base`` rank by rank and overall (see :class:`RanksDiff`)."""
+
+    def side(rr: RanksResult, p: str) -> pd.DataFrame:
+        rows = []
+        pr = rr.cross.per_rank.set_index("rank")
+        for r in rr.ranks:
+            st = _steady(r)
+            launches = st["kernel_launches"] + st["graph_launches"]
+            rows.append({"rank": r.rank_id, f"{p}steps": len(st),
+                         f"{p}step_p50_ns": _p50(st["effective_ns"]) if len(st) else None,
+                         f"{p}launch_calls_per_step": float(launches.mean()) if len(st) else None,
+                         f"{p}collective_ns": int(r.collectives["dur_ns"].sum()),
+                         f"{p}wait_ns": pr.loc[r.rank_id, "wait_ns"]})
+        return pd.DataFrame(rows)
+
+    a, b = side(base, "base_"), side(cand, "cand_")
+    out = a.merge(b, on="rank", how="outer").sort_values("rank").reset_index(drop=True)
+    for c in ("base_steps", "cand_steps", "base_collective_ns", "cand_collective_ns",
+              "base_wait_ns", "cand_wait_ns"):
+        out[c] = pd.array(out[c], dtype="Float64").astype("Int64")
+    for c in ("base_step_p50_ns", "cand_step_p50_ns", "base_launch_calls_per_step",
+              "cand_launch_calls_per_step"):
+        out[c] = pd.array(out[c], dtype="Float64")
+    cand_p50 = out["cand_step_p50_ns"]
+    out["speedup"] = out["base_step_p50_ns"] / cand_p50.where(cand_p50 > 0)
+    out = out[RANK_DIFF_COLUMNS]
+    oa, ob = _run_overall(base), _run_overall(cand)
+    speedup = (oa["step_p50_ns"] / ob["step_p50_ns"]
+               if oa["step_p50_ns"] and ob["step_p50_ns"] else None)
+    overall = {"base": oa, "cand": ob, "speedup": speedup}
+    la, lb = labels
+    lines = []
+    if speedup is None:
+        lines.append(f"{lb} vs {la}: no steady-state steps to compare")
+    else:
+        word = f"{speedup:.2f}x faster" if speedup >= 1 else f"{1 / speedup:.2f}x slower"
+        lines.append(f"{lb} is {word} than {la} per step (slowest rank's step time, p50 over "
+                     f"{min(oa['steps'], ob['steps'])} aligned steps)")
+    only_a = set(a["rank"]) - set(b["rank"])
+    only_b = set(b["rank"]) - set(a["rank"])
+    if only_a:
+        lines.append(f"ranks only in {la}: {', '.join(str(i) for i in sorted(only_a))}")
+    if only_b:
+        lines.append(f"ranks only in {lb}: {', '.join(str(i) for i in sorted(only_b))}")
+    sp = out["speedup"].dropna()
+    if len(sp) > 1:
+        worst = out.loc[out["speedup"].astype("float64").idxmin()]
+        lines.append(f"least improved: rank {int(worst['rank'])} ({float(worst['speedup']):.2f}x)")
+    return RanksDiff(labels=(la, lb), base=base, cand=cand, per_rank=out, overall=overall,
+                     lines=lines)
+
+
+def as_ranks(result: Any) -> RanksResult:
+    """A single-process AnalysisResult as a one-rank run (for comparing with a multi-rank one)."""
+    if isinstance(result, RanksResult):
+        return result
+    trace = result.trace
+    pid = gpu_pids(trace)
+    r = RankResult(rank_id=0, pid=pid[0] if pid else -1, device_ids=device_ids(trace),
+                   path=str(trace.path), marker=rank_marker(trace), result=result,
+                   collectives=collectives(trace, result))
+    return reduce_ranks([str(trace.path)], [[r]])

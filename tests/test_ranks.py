@@ -303,3 +303,31 @@ def test_compact_result_pickles_small(two):
     assert len(pickle.dumps([a, b])) < 200_000
     assert [a.pid, b.pid] == [100, 200]
     assert np.array_equal(a.collectives["start_ns"], [2500, 12500, 22500])
+
+
+# --- diff of multi-rank runs ---------------------------------------------------------------
+
+
+def test_diff_ranks_folder_against_trace(tmp_path, two):
+    folder = split_files(tmp_path)
+    res = CliRunner().invoke(main, ["diff", str(folder), str(two), "--json", "-", "--jobs", "2"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["kind"] == "cgprof.diff.ranks"
+    assert doc["overall"]["base"] == {"ranks": 2, "steps": 3, "step_p50_ns": 5200.0,
+                                      "spread_p50_ns": 200.0, "wait_ns": 1200}
+    assert doc["overall"]["speedup"] == 1.0
+    assert [(r["rank"], r["base_step_p50_ns"], r["cand_wait_ns"]) for r in doc["per_rank"]] == [
+        (0, 5200.0, 0), (1, 5000.0, 1200)]
+
+
+def test_diff_ranks_text_and_missing_rank(tmp_path, two):
+    one = build(tmp_path / "one.sqlite", [(100, 0, None)], launcher=False)
+    res = CliRunner().invoke(main, ["diff", str(one), str(two), "--labels", "single,ddp"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[3] == ("ddp is 1.04x slower than single per step (slowest rank's step time, "
+                        "p50 over 3 aligned steps)")
+    assert "  ranks only in ddp: 1" in lines
+    bad = CliRunner().invoke(main, ["diff", str(one), str(two), "--steps", "0:2"])
+    assert bad.exit_code == 1 and len(bad.output.splitlines()) == 1
