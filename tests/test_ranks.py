@@ -289,7 +289,8 @@ def test_empty_folder(tmp_path):
     res = invoke(tmp_path)
     assert res.exit_code == 1
     assert res.output.splitlines() == [
-        f"Error: {tmp_path}: holds no nsys SQLite exports (*.sqlite); export the reports first "
+        f"Error: {tmp_path}: is a directory with no nsys SQLite exports (*.sqlite); export the "
+        f"reports first "
         f"(a.nsys-rep: `nsys export --type sqlite`)"]
 
 
@@ -331,3 +332,15 @@ def test_diff_ranks_text_and_missing_rank(tmp_path, two):
     assert "  ranks only in ddp: 1" in lines
     bad = CliRunner().invoke(main, ["diff", str(one), str(two), "--steps", "0:2"])
     assert bad.exit_code == 1 and len(bad.output.splitlines()) == 1
+
+
+def test_html_of_one_rank(tmp_path, two):
+    out = tmp_path / "r1.html"
+    res = invoke(two, "--html", out)
+    assert res.exit_code == 1
+    assert res.output.splitlines() == [
+        f"Error: {two}: holds 2 ranks; pick the one to draw with --rank N"]
+    assert not out.exists()
+    res = invoke(two, "--rank", "1", "--html", out)
+    assert res.exit_code == 0, res.output
+    assert out.read_text().startswith("<!DOCTYPE html>")

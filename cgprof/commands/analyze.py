@@ -123,6 +123,12 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, ma
                     results.append(_analyze_one(path, step, skip, min_gap_us, rank, say))
                 finally:
                     _clear(say)
+        one = results[0]
+        if html_out is not None and hasattr(one, "cross"):
+            if rank is None:
+                raise CgprofError(f"{traces[0]}: holds {len(one.ranks)} ranks; pick the "
+                                  f"one to draw with --rank N")
+            one = one.shown()[0].result
         if json_out == "-":
             click.echo(json_report.render(results), nl=False)
         else:
@@ -134,12 +140,6 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, ma
         if html_out is not None:
             from cgprof.report import figures, html
 
-            one = results[0]
-            if hasattr(one, "cross"):
-                if rank is None:
-                    raise CgprofError(f"{traces[0]}: holds {len(one.ranks)} ranks; pick the "
-                                      f"one to draw with --rank N")
-                one = one.shown()[0].result
             page = html.render_single(one, max_events=max_events or
                                       figures.DEFAULT_MAX_EVENTS, steps=window)
             write_atomic(html_out, page, force)
