@@ -64,7 +64,8 @@ def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
                 reps = sorted(c.name for c in p.iterdir() if c.suffix.lower() == ".nsys-rep")
                 hint = (f"; export the reports first ({reps[0]}: `nsys export --type sqlite`)"
                         if reps else "")
-                raise TraceError(f"{p}: is a directory with no nsys SQLite exports (*.sqlite){hint}")
+                raise TraceError(
+                    f"{p}: is a directory with no nsys SQLite exports (*.sqlite){hint}")
             out.extend(sorted(found, key=_natural_key))
         else:
             out.append(p)

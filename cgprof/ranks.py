@@ -334,7 +334,7 @@ def cross_rank(ranks: Sequence[RankResult]) -> CrossRank:
         st = r.result.steps.steps
         eff_all = st["effective_ns"].to_numpy(np.int64)
         w = waits[waits["rank"] == r.rank_id]["wait_ns"]
-        cns = int(r.collectives["dur_ns"].sum())
+        coll_ns = int(r.collectives["dur_ns"].sum())
         total_eff = int(eff_all.sum())
         rows.append({
             "rank": r.rank_id, "pid": r.pid,
@@ -343,8 +343,8 @@ def cross_rank(ranks: Sequence[RankResult]) -> CrossRank:
             "step_max_ns": int(eff_all.max()) if len(eff_all) else None,
             "slowest_steps": int(slowest[j]),
             "kernels": int(r.result.info["kernels"]), "api_calls": int(r.result.info["api_calls"]),
-            "collectives": len(r.collectives), "collective_ns": cns,
-            "collective_pct": 100.0 * cns / total_eff if total_eff else None,
+            "collectives": len(r.collectives), "collective_ns": coll_ns,
+            "collective_pct": 100.0 * coll_ns / total_eff if total_eff else None,
             "wait_ns": int(w.sum()) if len(w) else None,
             "wait_p50_ns": _p50(w) if len(w) else None,
             "verdict": r.result.verdict.lines[0] if r.result.verdict.lines else "",
