@@ -132,7 +132,7 @@ def render_ranks(d: Any) -> str:
     out.extend(f"  {line}" for line in d.lines[1:])
     out.append("")
     out.append("By rank (steady-state steps; times in us)")
-    rows = [[int(r.rank), fmt_us(r.base_step_p50_ns), fmt_us(r.cand_step_p50_ns),
+    rows = [[str(int(r.rank)), fmt_us(r.base_step_p50_ns), fmt_us(r.cand_step_p50_ns),
              _ratio(r.base_step_p50_ns, r.cand_step_p50_ns),
              fmt_num(r.base_launch_calls_per_step, 0), fmt_num(r.cand_launch_calls_per_step, 0),
              fmt_us(r.base_collective_ns), fmt_us(r.cand_collective_ns), fmt_us(r.base_wait_ns),
