@@ -170,7 +170,15 @@ def analyze_files(paths: Sequence[str | Path], step: str | None = None, skip: in
     names = [str(Path(p).resolve()) if dask else str(p) for p in paths]
     kwargs = {"step": step, "skip": skip, "min_gap_us": min_gap_us}
     if dask:
-        per_file = _run_dask(names, kwargs, dask)
+        try:
+            per_file = _run_dask(names, kwargs, dask)
+        except CgprofError as exc:  # name the file as the user gave it, as a local run does
+            msg = str(exc)
+            for name, given in zip(names, paths, strict=True):
+                if msg.startswith(name + ":"):
+                    msg = str(given) + msg[len(name):]
+                    break
+            raise CgprofError(msg) from None
     else:
         per_file = _run_local(names, kwargs, jobs or default_jobs())
     # Dask was sent absolute paths: report the paths as given, as a local run does.

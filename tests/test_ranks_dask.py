@@ -39,11 +39,12 @@ def test_dask_equals_local(cluster):
     assert "Ranks: 10 in 10 files" in text_env.output
 
 
-def test_dask_bad_file_names_it(cluster, tmp_path):
+def test_dask_bad_file_names_it(cluster, tmp_path, monkeypatch):
     good = TRACES / "mlp_infer_graph.sqlite"
-    bad = tmp_path / "rank1.sqlite"
-    bad.write_bytes(b"")
-    res = CliRunner().invoke(main, ["analyze", str(good), str(bad), "--ranks", "--dask",
+    (tmp_path / "rank1.sqlite").write_bytes(b"")
+    bad = "rank1.sqlite"  # relative: the workers get absolute paths, the user sees theirs
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["analyze", str(good), bad, "--ranks", "--dask",
                                     cluster.scheduler_address])
     assert res.exit_code == 1
     assert res.output.splitlines() == [
