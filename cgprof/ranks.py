@@ -184,8 +184,13 @@ class RankResult:
 def collectives(trace: Trace, result: Any) -> pd.DataFrame:
     """NCCL kernels launched by the analysed steps (see the module doc), in start order."""
     k = trace.kernels
-    names = k["name"].astype(str)
-    k = k[names.str.contains(COLLECTIVE_TEXT, case=False, regex=False)]
+    names = k["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):  # test each distinct name once
+        cats = names.cat.categories
+        hit = cats[cats.astype(str).str.contains(COLLECTIVE_TEXT, case=False, regex=False)]
+        k = k[names.isin(hit).to_numpy()]
+    else:
+        k = k[names.astype(str).str.contains(COLLECTIVE_TEXT, case=False, regex=False)]
     st = result.steps
     if st.source == "whole-trace":
         k = k.assign(step=0)
