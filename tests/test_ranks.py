@@ -43,9 +43,11 @@ def rows(pid: int, device: int, marker: int | None):
         r.append(R(base + 300, base + 400, LK, corr=10 * i + 2, pid=pid))
         start = base + 1_500 + (skew(i) if late else 0)
         k.append(K(start, base + 4_000, NCCL, corr=10 * i + 2, pid=pid, device=device))
-    if marker is not None:
-        n.append(N(500, None, "rank 1/2" if marker == 1 else f"rank {marker}/2",
-                   domain="cgprof", event_type=34, pid=pid, payload=marker))
+    if marker == 0:  # as cgprof.mark.rank writes it: a zero-length push/pop range
+        n.append(N(500, 500, "rank 0/2", domain="cgprof", pid=pid, payload=0))
+    elif marker is not None:  # an NVTX mark works too
+        n.append(N(500, None, f"rank {marker}/2", domain="cgprof", event_type=34, pid=pid,
+                   payload=marker))
     return k, r, n
 
 
