@@ -347,3 +347,25 @@ def test_html_of_one_rank(tmp_path, two):
     res = invoke(two, "--rank", "1", "--html", out)
     assert res.exit_code == 0, res.output
     assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_folder_of_real_traces_agrees_with_nsys(tmp_path):
+    """Each shipped trace as one rank: its kernel count is nsys cuda_gpu_kern_sum's, and
+    every kernel summary row sent back by a worker matches nsys exactly."""
+    import csv
+    from pathlib import Path
+
+    from cgprof.parallel import analyze_files, expand_inputs
+
+    traces = Path(__file__).resolve().parents[1] / "traces"
+    run = analyze_files(expand_inputs([traces]), jobs=2)
+    assert len(run.ranks) == 10 and run.source == "order"
+    for r in run.ranks:
+        name = Path(r.path).name.removesuffix(".sqlite")
+        with open(traces / "expected" / f"{name}.cuda_gpu_kern_sum.csv") as fh:
+            rows = list(csv.DictReader(fh))
+        assert r.result.info["kernels"] == sum(int(x["Instances"]) for x in rows), name
+        ks = r.result.kernel_summary.set_index("name")
+        for x in rows:
+            assert int(ks.loc[x["Name"], "total_ns"]) == int(x["Total Time (ns)"]), name
+    assert list(run.cross.per_rank["kernels"]) == [r.result.info["kernels"] for r in run.ranks]

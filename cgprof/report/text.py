@@ -206,16 +206,20 @@ def render_ranks(rr: Any) -> str:
 def _ranks_section(rr: Any) -> list[str]:
     cr = rr.cross
     where = rr.paths[0] if len(rr.paths) == 1 else f"{len(rr.paths)} files"
-    out = [f"Ranks: {len(rr.ranks)} in {where} (ids from {_RANK_SOURCE[rr.source]})"]
+    how = "file order" if rr.source == "order" and len(rr.paths) > 1 else _RANK_SOURCE[rr.source]
+    out = [f"Ranks: {len(rr.ranks)} in {where} (ids from {how})"]
     if len(rr.shown()) > RANKS_SHOWN:
         out.append("  (full per-rank reports: --rank N, or --json)")
-    rows = [[r.rank, r.pid, r.devices or "-", r.steps, fmt_us(r.step_p50_ns),
-             fmt_us(r.step_max_ns), r.slowest_steps, r.kernels, r.api_calls, r.collectives,
-             fmt_us(r.collective_ns), fmt_num(r.collective_pct, 1), fmt_us(r.wait_ns),
-             fmt_us(r.wait_p50_ns, 2)] for r in cr.per_rank.itertuples()]
-    out.append(table(["rank", "pid", "GPU", "steps", "step p50", "step max", "slowest",
-                      "kernels", "API calls", "NCCL kernels", "NCCL us", "NCCL %", "wait us",
-                      "wait p50"], rows))
+    files = len(rr.paths) > 1
+    rows = [[r.rank] + ([r.path.replace("\\", "/").rsplit("/", 1)[-1]] if files else [])
+            + [r.pid, r.devices or "-", r.steps, fmt_us(r.step_p50_ns),
+               fmt_us(r.step_max_ns), r.slowest_steps, r.kernels, r.api_calls, r.collectives,
+               fmt_us(r.collective_ns), fmt_num(r.collective_pct, 1), fmt_us(r.wait_ns),
+               fmt_us(r.wait_p50_ns, 2)] for r in cr.per_rank.itertuples()]
+    out.append(table(["rank"] + (["file"] if files else [])
+                     + ["pid", "GPU", "steps", "step p50", "step max", "slowest", "kernels",
+                        "API calls", "NCCL kernels", "NCCL us", "NCCL %", "wait us",
+                        "wait p50"], rows))
     out.append("  (step times: effective us; slowest: aligned steps where it was the slowest "
                "rank; wait: last rank's start of a collective minus this rank's)")
     st = cr.steps
