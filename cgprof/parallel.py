@@ -10,8 +10,9 @@ arrival skew) runs locally in :func:`cgprof.ranks.reduce_ranks`, so a local run 
 give identical results.
 
 Workers hold their trace engine to one thread (``CGPROF_THREADS=1``): parallelism comes from
-the files. Local workers are started with ``forkserver`` (``spawn`` where there is none),
-import cgprof once and analyse many files each.
+the files. Local workers fork from a ``forkserver`` that imported the analysis once
+(:mod:`cgprof._worker`; ``spawn`` where there is no forkserver, each worker then importing
+once) and analyse many files each.
 """
 
 from __future__ import annotations
@@ -111,8 +112,11 @@ def analyze_file(path: str, step: str | None = None, skip: int = 0,
 def _pool_context() -> Any:
     import multiprocessing as mp
 
-    methods = mp.get_all_start_methods()
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["cgprof._worker"])
+    return ctx
 
 
 def _run_local(paths: list[str], kwargs: dict[str, Any], jobs: int) -> list[list[RankResult]]:
