@@ -274,6 +274,10 @@ def test_cli_jobs_2_equals_jobs_1(tmp_path):
         str(folder / "rank0.sqlite"), str(folder / "rank1.sqlite")]
     text = invoke(folder / "rank0.sqlite", folder / "rank1.sqlite", "--ranks", "--jobs", "2")
     assert "Ranks: 2 in 2 files (ids from NVTX rank markers)" in text.output
+    one = invoke(folder, "--rank", "1", "--jobs", "1")
+    assert one.exit_code == 0, one.output
+    assert one.output.startswith(f"== {folder / 'rank1.sqlite'}: rank 1 (pid 100, GPU 0)\n")
+    assert ": rank 0 (" not in one.output
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
