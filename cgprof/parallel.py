@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ from cgprof.ranks import RankResult, RanksResult, analyze_rank, reduce_ranks, sp
 
 __all__ = ["analyze_file", "analyze_files", "expand_inputs", "default_jobs", "is_trace_dir",
            "DASK_ENV"]
+
+Progress = Callable[[str], None]
 
 #: Environment variable naming a Dask scheduler (``tcp://host:8786``) when --dask is not given.
 DASK_ENV = "CGPROF_DASK_SCHEDULER"
@@ -119,17 +121,25 @@ def _pool_context() -> Any:
     return ctx
 
 
-def _run_local(paths: list[str], kwargs: dict[str, Any], jobs: int) -> list[list[RankResult]]:
-    if jobs <= 1 or len(paths) <= 1:
-        return [analyze_file(p, **kwargs) for p in paths]
+def _run_local(paths: list[str], kwargs: dict[str, Any], jobs: int,
+               say: Progress) -> list[list[RankResult]]:
+    n = len(paths)
+    if jobs <= 1 or n <= 1:
+        out = []
+        for i, p in enumerate(paths):
+            say(f"analysing file {i + 1} of {n}")
+            out.append(analyze_file(p, **kwargs))
+        return out
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(paths)), mp_context=_pool_context(),
+    workers = min(jobs, n)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),
                              initializer=_worker_setup) as pool:
         futures = [pool.submit(analyze_file, p, **kwargs) for p in paths]
         results = []
         try:
-            for f in futures:  # in file order: the first bad file is the one reported
+            for i, f in enumerate(futures):  # in file order: the first bad file is reported
+                say(f"analysed {i} of {n} files ({workers} workers)")
                 results.append(f.result())
         except BaseException:
             for f in futures:
@@ -138,7 +148,8 @@ def _run_local(paths: list[str], kwargs: dict[str, Any], jobs: int) -> list[list
     return results
 
 
-def _run_dask(paths: list[str], kwargs: dict[str, Any], address: str) -> list[list[RankResult]]:
+def _run_dask(paths: list[str], kwargs: dict[str, Any], address: str,
+              say: Progress) -> list[list[RankResult]]:
     try:
         from distributed import Client
     except ImportError:
@@ -152,7 +163,8 @@ def _run_dask(paths: list[str], kwargs: dict[str, Any], address: str) -> list[li
         futures = client.map(analyze_file, paths, pure=False, **kwargs)
         results = []
         try:
-            for f in futures:
+            for i, f in enumerate(futures):
+                say(f"analysed {i} of {len(paths)} files on {address}")
                 results.append(f.result())
         finally:
             client.cancel(futures)
@@ -163,7 +175,7 @@ def _run_dask(paths: list[str], kwargs: dict[str, Any], address: str) -> list[li
 
 def analyze_files(paths: Sequence[str | Path], step: str | None = None, skip: int = 0,
                   min_gap_us: float = 0.0, jobs: int | None = None, dask: str | None = None,
-                  rank: int | None = None) -> RanksResult:
+                  rank: int | None = None, progress: Progress | None = None) -> RanksResult:
     """Analyse many trace files (one or more ranks each) and reduce them to one run.
 
     jobs: local worker processes (default: :func:`default_jobs`; 1 runs in this process).
@@ -173,9 +185,10 @@ def analyze_files(paths: Sequence[str | Path], step: str | None = None, skip: in
         raise CgprofError("no trace files to analyse")
     names = [str(Path(p).resolve()) if dask else str(p) for p in paths]
     kwargs = {"step": step, "skip": skip, "min_gap_us": min_gap_us}
+    say = progress or (lambda _msg: None)
     if dask:
         try:
-            per_file = _run_dask(names, kwargs, dask)
+            per_file = _run_dask(names, kwargs, dask, say)
         except CgprofError as exc:  # name the file as the user gave it, as a local run does
             msg = str(exc)
             for name, given in zip(names, paths, strict=True):
@@ -184,7 +197,7 @@ def analyze_files(paths: Sequence[str | Path], step: str | None = None, skip: in
                     break
             raise CgprofError(msg) from None
     else:
-        per_file = _run_local(names, kwargs, jobs or default_jobs())
+        per_file = _run_local(names, kwargs, jobs or default_jobs(), say)
     # Dask was sent absolute paths: report the paths as given, as a local run does.
     per_file = [[dataclasses.replace(r, path=str(p)) for r in rs]
                 for rs, p in zip(per_file, paths, strict=True)]

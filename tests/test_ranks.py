@@ -250,7 +250,9 @@ def test_many_files_match_one_trace(tmp_path, two):
     folder = split_files(tmp_path)
     files = expand_inputs([folder])
     assert [f.name for f in files] == ["rank0.sqlite", "rank1.sqlite"]
-    many = analyze_files(files, jobs=1)
+    said: list[str] = []
+    many = analyze_files(files, jobs=1, progress=said.append)
+    assert said == ["analysing file 1 of 2", "analysing file 2 of 2"]
     one = analyze_ranks(cgprof.load(two))
     assert many.source == "marker"
     for a, b in zip(many.ranks, one.ranks, strict=True):

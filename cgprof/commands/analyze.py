@@ -114,9 +114,12 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, ma
         if many:
             from cgprof.parallel import analyze_files, expand_inputs
 
-            results.append(analyze_files(expand_inputs(traces), step=step, skip=skip,
-                                         min_gap_us=min_gap_us, jobs=jobs, dask=dask,
-                                         rank=rank))
+            try:
+                results.append(analyze_files(expand_inputs(traces), step=step, skip=skip,
+                                             min_gap_us=min_gap_us, jobs=jobs, dask=dask,
+                                             rank=rank, progress=say))
+            finally:
+                _clear(say)
         else:
             for path in traces:
                 try:
