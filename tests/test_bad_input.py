@@ -51,7 +51,8 @@ def test_missing_file(tmp_path):
 def test_directory(tmp_path):
     code, out = _analyze(tmp_path)
     assert code == 1
-    assert _one_error_line(out) == f"{tmp_path}: is a directory, not an nsys SQLite export"
+    assert _one_error_line(out) == (
+        f"{tmp_path}: is a directory with no nsys exports (*.sqlite, *.nsys-rep, *.parquetdir)")
 
 
 def test_not_sqlite(tmp_path):

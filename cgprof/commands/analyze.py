@@ -42,6 +42,31 @@ def _clear(say) -> None:
         sys.stderr.flush()
 
 
+def _is_trace_dir(path: Path) -> bool:
+    from cgprof.parallel import is_trace_dir
+
+    return is_trace_dir(path)
+
+
+def _analyze_one(path: Path, step, skip, min_gap_us, rank, say):
+    """One file: its AnalysisResult, or a RanksResult when it holds several ranks."""
+    from cgprof.metrics import analyze
+    from cgprof.ranks import analyze_ranks, gpu_pids
+    from cgprof.trace import load
+
+    trace = load(path, say)
+    if len(gpu_pids(trace)) > 1:
+        return analyze_ranks(trace, step=step, skip=skip, min_gap_us=min_gap_us, rank=rank)
+    if rank is not None:
+        from cgprof.ranks import split_ranks
+
+        ids = [r.rank_id for r in split_ranks(trace)]
+        if rank not in ids:
+            known = ", ".join(str(i) for i in ids) or "none"
+            raise CgprofError(f"--rank {rank}: no such rank in {path} (ranks: {known})")
+    return analyze(trace, step=step, skip=skip, min_gap_us=min_gap_us, progress=say)
+
+
 @click.command("analyze")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--step", "step", metavar="NAME[@DOMAIN]",
@@ -62,15 +87,31 @@ def _clear(say) -> None:
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @engine_options
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
+@click.option("--ranks", "many_ranks", is_flag=True,
+              help="The TRACES are the ranks of one run (one file per rank, or per node): "
+                   "analyse them in parallel and compare ranks step by step. Implied by a "
+                   "folder of traces.")
+@click.option("--rank", "rank", type=int, default=None, metavar="N",
+              help="Show only rank N's report (multi-process traces and --ranks).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Worker processes for --ranks / folders [default: the cores].")
+@click.option("--dask", "dask", metavar="ADDRESS", envvar="CGPROF_DASK_SCHEDULER",
+              help="Analyse the files of --ranks / folders on this dask.distributed scheduler "
+                   "(tcp://host:8786; env CGPROF_DASK_SCHEDULER); workers must see the files.")
 def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, max_events, force,
-            quiet) -> None:
-    """Analyse nsys traces: SQLite exports, .nsys-rep reports, parquetdir/arrowdir exports."""
-    from cgprof.metrics import analyze
+            quiet, many_ranks, rank, jobs, dask) -> None:
+    """Analyse nsys traces: SQLite exports, .nsys-rep reports, parquetdir/arrowdir exports.
+
+    A trace holding several processes with GPU work (a torchrun launch) is analysed rank by
+    rank; a folder of traces, or several traces with --ranks, are the ranks of one run.
+    """
     from cgprof.report import json_report, text
     from cgprof.report.output import check_writable, write_atomic
 
     try:
-        if html_out is not None and len(traces) != 1:
+        many = many_ranks or bool(dask) or any(
+            Path(t).is_dir() and not _is_trace_dir(Path(t)) for t in traces)
+        if html_out is not None and (len(traces) != 1 or many):
             raise CgprofError("--html takes one trace; use `cgprof diff A B` to compare two")
         if html_out is None and (steps_window is not None or max_events is not None):
             raise CgprofError("--steps and --max-events shape the --html report; add --html PATH")
@@ -84,25 +125,41 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, ma
         for p in outputs:
             check_writable(p, force)
         say = _progress(quiet)
-        results = []
-        for path in traces:
+        results: list = []
+        if many:
+            from cgprof.parallel import analyze_files, expand_inputs
+
             try:
-                results.append(analyze(path, step=step, skip=skip, min_gap_us=min_gap_us,
-                                       progress=say))
+                results.append(analyze_files(expand_inputs(traces), step=step, skip=skip,
+                                             min_gap_us=min_gap_us, jobs=jobs, dask=dask,
+                                             rank=rank, progress=say))
             finally:
                 _clear(say)
+        else:
+            for path in traces:
+                try:
+                    results.append(_analyze_one(path, step, skip, min_gap_us, rank, say))
+                finally:
+                    _clear(say)
+        one = results[0]
+        if html_out is not None and hasattr(one, "cross"):
+            if rank is None:
+                raise CgprofError(f"{traces[0]}: holds {len(one.ranks)} ranks; pick the "
+                                  f"one to draw with --rank N")
+            one = one.shown()[0].result
         if json_out == "-":
             for piece in json_report.render_chunks(results):
                 click.echo(piece, nl=False)
         else:
-            click.echo("\n".join(text.render(r) for r in results), nl=False)
+            click.echo("\n".join(text.render_ranks(r) if hasattr(r, "cross") else
+                                 text.render(r) for r in results), nl=False)
             if json_out is not None:
                 write_atomic(Path(json_out), json_report.render_chunks(results), force)
                 click.echo(f"wrote {json_out}")
         if html_out is not None:
             from cgprof.report import figures, html
 
-            page = html.render_single(results[0], max_events=max_events or
+            page = html.render_single(one, max_events=max_events or
                                       figures.DEFAULT_MAX_EVENTS, steps=window)
             write_atomic(html_out, page, force)
             click.echo(f"wrote {html_out}", err=json_out == "-")

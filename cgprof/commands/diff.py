@@ -15,6 +15,21 @@ from cgprof.commands.engine_opts import engine_options
 from cgprof.errors import CgprofError
 
 
+def _run(path: Path, step, skip, jobs):
+    """An AnalysisResult, or a RanksResult for a folder or a trace of several ranks."""
+    from cgprof.metrics import analyze
+    from cgprof.parallel import analyze_files, expand_inputs, is_trace_dir
+    from cgprof.ranks import analyze_ranks, gpu_pids
+    from cgprof.trace import load
+
+    if path.is_dir() and not is_trace_dir(path):
+        return analyze_files(expand_inputs([path]), step=step, skip=skip, jobs=jobs)
+    trace = load(path)
+    if len(gpu_pids(trace)) > 1:
+        return analyze_ranks(trace, step=step, skip=skip)
+    return analyze(trace, step=step, skip=skip)
+
+
 @click.command("diff")
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
@@ -39,19 +54,24 @@ from cgprof.errors import CgprofError
               help="Leading steps of each trace to leave out (warm-up).")
 @click.option("--max-events", type=click.IntRange(min=100), default=None, metavar="N",
               help="Events drawn per run timeline in the HTML report [default: 20000].")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Worker processes for runs given as folders of per-rank traces.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @engine_options
 def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, skip,
-            max_events, force) -> None:
+            max_events, jobs, force) -> None:
     """Compare CANDIDATE against BASELINE (nsys SQLite exports), step i against step i.
 
     \b
       cgprof diff eager.sqlite graph.sqlite --labels eager,graph -o diff.html
       cgprof diff run.sqlite run.sqlite --mode eager,graph      # one trace, both kinds
       cgprof diff a.sqlite b.sqlite --steps 10:30 --json diff.json
+      cgprof diff eager_run/ graph_run/                        # folders of per-rank traces
+
+    Runs with several ranks (a folder of per-rank traces, or one trace of several processes)
+    are compared rank by rank and overall.
     """
     from cgprof.diff import diff, parse_labels, parse_modes, parse_steps
-    from cgprof.metrics import analyze
     from cgprof.report import diff_text
     from cgprof.report.output import check_writable, write_atomic
 
@@ -66,9 +86,25 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
                    if p is not None]
         for p in outputs:
             check_writable(p, force)
-        base = analyze(baseline, step=step, skip=skip)
         same = Path(baseline).resolve() == Path(candidate).resolve()
-        cand = base if same else analyze(candidate, step=step, skip=skip)
+        base = _run(baseline, step, skip, jobs)
+        cand = base if same else _run(candidate, step, skip, jobs)
+        if hasattr(base, "cross") or hasattr(cand, "cross"):
+            from cgprof.ranks import as_ranks, diff_ranks
+
+            if html_out is not None or steps is not None or mode is not None:
+                raise CgprofError("multi-rank runs are compared rank by rank on their "
+                                  "steady-state steps; -o, --steps and --mode compare two "
+                                  "single-rank traces (analyze with --rank N to see one rank)")
+            rd = diff_ranks(as_ranks(base), as_ranks(cand), labels=names)
+            if json_out == "-":
+                click.echo(diff_text.render_ranks_json(rd), nl=False)
+            else:
+                click.echo(diff_text.render_ranks(rd), nl=False)
+                if json_out is not None:
+                    write_atomic(Path(json_out), diff_text.render_ranks_json(rd), force)
+                    click.echo(f"wrote {json_out}")
+            return
         result = diff(base, cand, labels=names, steps=windows, modes=modes)
         if json_out == "-":
             click.echo(diff_text.render_json(result), nl=False)

@@ -116,3 +116,32 @@ def _steps(d: DiffResult) -> list[str]:
 def render_json(d: DiffResult) -> str:
     """``cgprof diff --json``: the DiffResult as a sorted-keys document with schema_version."""
     return json.dumps(d.to_dict(), sort_keys=True, indent=1, allow_nan=False) + "\n"
+
+
+def render_ranks(d: Any) -> str:
+    """A :class:`cgprof.ranks.RanksDiff` as plain text."""
+    la, lb = d.labels
+    out = [f"== {la}: {', '.join(d.base.paths)} ({len(d.base.ranks)} ranks)",
+           f"== {lb}: {', '.join(d.cand.paths)} ({len(d.cand.ranks)} ranks)", "", d.lines[0], ""]
+    oa, ob = d.overall["base"], d.overall["cand"]
+    rows = [["job step time p50 us", fmt_us(oa["step_p50_ns"]), fmt_us(ob["step_p50_ns"]),
+             _ratio(oa["step_p50_ns"], ob["step_p50_ns"])],
+            ["rank spread p50 us", fmt_us(oa["spread_p50_ns"]), fmt_us(ob["spread_p50_ns"]), ""],
+            ["collective wait us", fmt_us(oa["wait_ns"]), fmt_us(ob["wait_ns"]), ""]]
+    out.append(table(["", la, lb, "change"], rows))
+    out.extend(f"  {line}" for line in d.lines[1:])
+    out.append("")
+    out.append("By rank (steady-state steps; times in us)")
+    rows = [[str(int(r.rank)), fmt_us(r.base_step_p50_ns), fmt_us(r.cand_step_p50_ns),
+             _ratio(r.base_step_p50_ns, r.cand_step_p50_ns),
+             fmt_num(r.base_launch_calls_per_step, 0), fmt_num(r.cand_launch_calls_per_step, 0),
+             fmt_us(r.base_collective_ns), fmt_us(r.cand_collective_ns), fmt_us(r.base_wait_ns),
+             fmt_us(r.cand_wait_ns)] for r in d.per_rank.itertuples()]
+    out.append(table(["rank", f"{la} step p50", f"{lb} step p50", "change",
+                      f"{la} launches", f"{lb} launches", f"{la} NCCL", f"{lb} NCCL",
+                      f"{la} wait", f"{lb} wait"], rows))
+    return "\n".join(out) + "\n"
+
+
+def render_ranks_json(d: Any) -> str:
+    return json.dumps(d.to_dict(), sort_keys=True, indent=1, allow_nan=False) + "\n"

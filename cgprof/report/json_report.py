@@ -139,11 +139,20 @@ def render(results: list[Any]) -> str:
 
 def render_chunks(results: list[Any]) -> Iterator[str]:
     """:func:`render`'s text in pieces, for writing a big document without holding it."""
+
+    def one(r: Any) -> dict[str, Any]:  # a multi-rank run (RanksResult) has its own layout
+        return ranks_to_dict(r, _lazy=True) if hasattr(r, "cross") else result_to_dict(
+            r, _lazy=True)
+
     if len(results) == 1:
-        doc: Any = result_to_dict(results[0], _lazy=True)
+        doc: Any = one(results[0])
     else:
-        doc = {"schema_version": JSON_SCHEMA_VERSION,
-               "traces": [result_to_dict(r, _lazy=True) for r in results]}
+        doc = {"schema_version": JSON_SCHEMA_VERSION, "traces": [one(r) for r in results]}
+    return _dump(doc)
+
+
+def _dump(doc: Any) -> Iterator[str]:
+    """json.dumps with every _Table spliced in as pandas writes it, in pieces."""
     tables: list[_Table] = []
 
     def placeholder(obj: Any) -> Any:
@@ -160,3 +169,32 @@ def render_chunks(results: list[Any]) -> Iterator[str]:
         yield from tables[int(num)].chunks()
         yield rest
     yield "\n"
+
+
+def ranks_to_dict(rr: Any, _lazy: bool = False) -> dict[str, Any]:
+    """The document for a multi-rank run (cgprof.ranks.RanksResult): the cross-rank tables
+    under ``ranks`` and each shown rank's usual document under ``traces`` (with its ``rank``).
+    Per-rank documents from many files carry no gap list (``gpu.gaps`` is empty)."""
+    table: Any = _Table if _lazy else frame_records
+    cr = rr.cross
+    traces = []
+    for r in rr.shown():
+        doc = result_to_dict(r.result, _lazy=_lazy)
+        doc["rank"] = {"rank": r.rank_id, "pid": r.pid, "devices": list(r.device_ids),
+                       "path": r.path, "marker": r.marker, "collectives": table(r.collectives)}
+        traces.append(doc)
+    return {
+        "schema_version": JSON_SCHEMA_VERSION,
+        "cgprof_version": __version__,
+        "ranks": {
+            "paths": list(rr.paths),
+            "source": rr.source,
+            "selected": rr.selected,
+            "per_rank": table(cr.per_rank),
+            "steps": table(cr.steps),
+            "step_ranks": table(cr.step_ranks),
+            "waits": table(cr.waits),
+            "notes": list(cr.notes),
+        },
+        "traces": traces,
+    }

@@ -235,3 +235,79 @@ def _steps(result: Any) -> list[str]:
                       "graph launches", "kernels", "in graphs", "GPU busy", "GPU idle",
                       "compact", "launch-bound", "note"], rows))
     return out
+
+
+#: Above this many ranks the step table shows min/max/spread only, and full per-rank reports
+#: only with --rank N.
+RANKS_SHOWN = 8
+
+_RANK_SOURCE = {"marker": "NVTX rank markers", "device": "the GPU each process used",
+                "order": "process order"}
+
+
+def render_ranks(rr: Any) -> str:
+    """A multi-rank run (cgprof.ranks.RanksResult): each shown rank's usual report, then the
+    cross-rank "Ranks" section."""
+    out: list[str] = []
+    shown = rr.shown()
+    if len(shown) <= RANKS_SHOWN:
+        for r in shown:
+            body = render(r.result).split("\n", 1)
+            devs = ",".join(str(d) for d in r.device_ids) or "-"
+            out.append(f"== {r.path}: rank {r.rank_id} (pid {r.pid}, GPU {devs})")
+            out.append(body[1] if len(body) > 1 else "")
+    out.extend(_ranks_section(rr))
+    return "\n".join(out) + "\n"
+
+
+def _ranks_section(rr: Any) -> list[str]:
+    cr = rr.cross
+    where = rr.paths[0] if len(rr.paths) == 1 else f"{len(rr.paths)} files"
+    how = "file order" if rr.source == "order" and len(rr.paths) > 1 else _RANK_SOURCE[rr.source]
+    out = [f"Ranks: {len(rr.ranks)} in {where} (ids from {how})"]
+    if len(rr.shown()) > RANKS_SHOWN:
+        out.append("  (full per-rank reports: --rank N, or --json)")
+    files = len(rr.paths) > 1
+    rows = [[r.rank] + ([r.path.replace("\\", "/").rsplit("/", 1)[-1]] if files else [])
+            + [r.pid, r.devices or "-", r.steps, fmt_us(r.step_p50_ns),
+               fmt_us(r.step_max_ns), r.slowest_steps, r.kernels, r.api_calls, r.collectives,
+               fmt_us(r.collective_ns), fmt_num(r.collective_pct, 1), fmt_us(r.wait_ns),
+               fmt_us(r.wait_p50_ns, 2)] for r in cr.per_rank.itertuples()]
+    out.append(table(["rank"] + (["file"] if files else [])
+                     + ["pid", "GPU", "steps", "step p50", "step max", "slowest", "kernels",
+                        "API calls", "NCCL kernels", "NCCL us", "NCCL %", "wait us",
+                        "wait p50"], rows))
+    out.append("  (step times: effective us; slowest: aligned steps where it was the slowest "
+               "rank; wait: last rank's start of a collective minus this rank's)")
+    st = cr.steps
+    if st.empty:
+        out.append("Step time by rank: no steps to align")
+    else:
+        out.append("")
+        out.append("Step time by rank (effective us; step i of every rank)")
+        many = len(rr.ranks) > RANKS_SHOWN
+        sr = cr.step_ranks
+        ids = [int(i) for i in cr.per_rank["rank"]]
+        if len(st) > 2 * HEAD_TAIL + 1:
+            shown, cut = pd.concat([st.head(HEAD_TAIL), st.tail(HEAD_TAIL)]), True
+        else:
+            shown, cut = st, False
+        by = {(int(a), int(b)): (e, w) for a, b, e, w in
+              zip(sr["step"], sr["rank"], sr["effective_ns"], sr["wait_ns"], strict=True)}
+        lead = ["step"] + (["min", "max"] if many else [f"rank {i}" for i in ids])
+        heads = lead + ["spread", "slowest", "max wait"]
+        rows = []
+        for n, s in enumerate(shown.itertuples()):
+            if cut and n == HEAD_TAIL:
+                rows.append(["..."] + [""] * (len(heads) - 1))
+            vals = ([fmt_us(s.min_ns), fmt_us(s.max_ns)] if many else
+                    [fmt_us(by[(s.step, i)][0]) for i in ids])
+            wait = fmt_us(s.max_wait_ns) if len(cr.waits) else "-"
+            rows.append([s.step] + vals + [fmt_us(s.spread_ns), f"rank {s.slowest_rank}", wait])
+        out.append(table(heads, rows))
+    if len(cr.waits):
+        n = int(cr.waits["seq"].nunique())
+        out.append(f"  {n} collectives matched across ranks (the n-th NCCL kernel of every rank)")
+    for note in cr.notes:
+        out.append(f"  note: {note}")
+    return out

@@ -1,0 +1,201 @@
+"""Many per-rank files analysed in parallel: local worker processes or a Dask cluster.
+
+    from cgprof.parallel import analyze_files, expand_inputs
+    runs = analyze_files(expand_inputs(["run/"]), jobs=2)      # a RanksResult
+
+Each file is read and analysed by one worker (:func:`analyze_file`), which sends back only
+the compact per-rank results (:meth:`cgprof.ranks.RankResult.compact`: summaries and the step
+and collective tables, never the loaded trace). The reduction (rank ids, step alignment,
+arrival skew) runs locally in :func:`cgprof.ranks.reduce_ranks`, so a local run and a Dask run
+give identical results.
+
+Workers hold their trace engine to one thread (``CGPROF_THREADS=1``): parallelism comes from
+the files. Local workers fork from a ``forkserver`` that imported the analysis once
+(:mod:`cgprof._worker`; ``spawn`` where there is no forkserver, each worker then importing
+once) and analyse many files each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from cgprof.errors import CgprofError, TraceError
+from cgprof.ranks import RankResult, RanksResult, analyze_rank, reduce_ranks, split_ranks
+
+__all__ = ["analyze_file", "analyze_files", "expand_inputs", "default_jobs", "is_trace_dir",
+           "DASK_ENV"]
+
+Progress = Callable[[str], None]
+
+#: Environment variable naming a Dask scheduler (``tcp://host:8786``) when --dask is not given.
+DASK_ENV = "CGPROF_DASK_SCHEDULER"
+#: Seconds to wait for the Dask scheduler to answer.
+DASK_CONNECT_TIMEOUT_S = 20
+
+
+def is_trace_dir(path: Path) -> bool:
+    """A folder that is one trace (nsys's parquetdir/arrowdir export), not a folder of traces."""
+    from cgprof.trace import is_trace_dir as engine_is_trace_dir
+
+    return bool(engine_is_trace_dir(path))
+
+
+def _natural_key(p: Path) -> list[Any]:
+    """rank2 before rank10."""
+    import re
+
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)]
+
+
+def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
+    """Folders of traces -> their traces (``*.sqlite``, nsys's parquetdir/arrowdir folders, and
+    ``*.nsys-rep`` reports that have no ``.sqlite`` beside them; natural order); files and
+    trace folders are kept as given. A folder with no trace is an error."""
+    out: list[Path] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir() and not is_trace_dir(p):
+            found = [c for c in p.iterdir()
+                     if (c.is_file() and c.suffix.lower() == ".sqlite") or is_trace_dir(c)
+                     or (c.is_file() and c.suffix.lower() == ".nsys-rep"
+                         and not c.with_suffix(".sqlite").exists())]
+            if not found:
+                raise TraceError(f"{p}: is a directory with no nsys exports (*.sqlite, "
+                                 "*.nsys-rep, *.parquetdir)")
+            out.extend(sorted(found, key=_natural_key))
+        else:
+            out.append(p)
+    return out
+
+
+def default_jobs() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _worker_setup() -> None:
+    """Once per worker: one engine thread, cgprof's analysis imported."""
+    os.environ["CGPROF_THREADS"] = "1"
+    import cgprof.metrics  # noqa: F401
+    import cgprof.ranks  # noqa: F401
+
+
+def analyze_file(path: str, step: str | None = None, skip: int = 0,
+                 min_gap_us: float = 0.0) -> list[RankResult]:
+    """Load one file and analyse each of its ranks; compact results, in pid order.
+
+    A :class:`CgprofError` names the file; any other failure is turned into one too."""
+    from cgprof.trace import load
+
+    try:
+        trace = load(path)
+        ranks = split_ranks(trace)
+        if not ranks:
+            raise TraceError(f"{path}: no process with GPU work, so no rank")
+        out = [analyze_rank(r, str(path), step=step, skip=skip, min_gap_us=min_gap_us).compact()
+               for r in ranks]
+    except CgprofError:
+        raise
+    except Exception as exc:  # a bug or an unreadable file: still one line naming the file
+        raise CgprofError(f"{path}: analysis failed ({type(exc).__name__}: {exc})") from None
+    return sorted(out, key=lambda r: r.pid)
+
+
+def _pool_context() -> Any:
+    import multiprocessing as mp
+
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["cgprof._worker"])
+    return ctx
+
+
+def _run_local(paths: list[str], kwargs: dict[str, Any], jobs: int,
+               say: Progress) -> list[list[RankResult]]:
+    n = len(paths)
+    if jobs <= 1 or n <= 1:
+        out = []
+        for i, p in enumerate(paths):
+            say(f"analysing file {i + 1} of {n}")
+            out.append(analyze_file(p, **kwargs))
+        return out
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(jobs, n)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),
+                             initializer=_worker_setup) as pool:
+        futures = [pool.submit(analyze_file, p, **kwargs) for p in paths]
+        results = []
+        try:
+            for i, f in enumerate(futures):  # in file order: the first bad file is reported
+                say(f"analysed {i} of {n} files ({workers} workers)")
+                results.append(f.result())
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    return results
+
+
+def _run_dask(paths: list[str], kwargs: dict[str, Any], address: str,
+              say: Progress) -> list[list[RankResult]]:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise CgprofError("--dask needs dask.distributed: pip install 'cgprof[dask]'") from None
+    try:
+        client = Client(address, timeout=f"{DASK_CONNECT_TIMEOUT_S}s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise CgprofError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
+    try:
+        client.run(_worker_setup)
+        futures = client.map(analyze_file, paths, pure=False, **kwargs)
+        results = []
+        try:
+            for i, f in enumerate(futures):
+                say(f"analysed {i} of {len(paths)} files on {address}")
+                results.append(f.result())
+        finally:
+            client.cancel(futures)
+        return results
+    finally:
+        client.close()
+
+
+def analyze_files(paths: Sequence[str | Path], step: str | None = None, skip: int = 0,
+                  min_gap_us: float = 0.0, jobs: int | None = None, dask: str | None = None,
+                  rank: int | None = None, progress: Progress | None = None) -> RanksResult:
+    """Analyse many trace files (one or more ranks each) and reduce them to one run.
+
+    jobs: local worker processes (default: :func:`default_jobs`; 1 runs in this process).
+    dask: scheduler address; the workers must see the files at the same paths (absolute
+    paths are sent). Output is identical whichever runs it."""
+    if not paths:
+        raise CgprofError("no trace files to analyse")
+    names = [str(Path(p).resolve()) if dask else str(p) for p in paths]
+    kwargs = {"step": step, "skip": skip, "min_gap_us": min_gap_us}
+    say = progress or (lambda _msg: None)
+    if dask:
+        try:
+            per_file = _run_dask(names, kwargs, dask, say)
+        except CgprofError as exc:  # name the file as the user gave it, as a local run does
+            msg = str(exc)
+            for name, given in zip(names, paths, strict=True):
+                if msg.startswith(name + ":"):
+                    msg = str(given) + msg[len(name):]
+                    break
+            raise CgprofError(msg) from None
+    else:
+        per_file = _run_local(names, kwargs, jobs or default_jobs(), say)
+    # Dask was sent absolute paths: report the paths as given, as a local run does.
+    per_file = [[dataclasses.replace(r, path=str(p)) for r in rs]
+                for rs, p in zip(per_file, paths, strict=True)]
+    return reduce_ranks([str(p) for p in paths], per_file, rank=rank)

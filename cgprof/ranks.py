@@ -1,0 +1,545 @@
+"""Ranks: each process of a multi-process trace (a `torchrun` launch) analysed on its own.
+
+A rank is one process with GPU work and its sub-trace: every table of the trace filtered to
+that process id (NVTX too), analysed by the unchanged :func:`cgprof.metrics.analyze`. The
+same per-rank result comes out whether the ranks share one nsys report or each has its own
+file (:mod:`cgprof.parallel`), so both paths meet in :func:`cross_rank`.
+
+Rank ids, first rule that gives every rank a distinct id:
+
+1. ``marker``: the runner's NVTX rank marker, an event in domain ``cgprof`` whose text starts
+   with ``rank `` and whose payload is the rank (``cgprof.mark.rank(rank, world_size)``);
+2. ``device``: the one GPU each process ran kernels on (its ``device_id``);
+3. ``order``: position in process order (pid for one trace; file, then pid for many files).
+
+Processes with no GPU rows (kernels, copies, memsets, graph replays) are not ranks: launchers
+such as torchrun never touch CUDA.
+
+Cross-rank figures (:class:`CrossRank`): steps are aligned by step index (step ``i`` after
+``--skip`` on every rank). A collective is an NCCL kernel (name contains ``nccl``, any case)
+launched by an analysed step; the n-th one on each rank is taken to be the same collective.
+NCCL kernels spin until every rank has arrived, so waiting shows up as kernel time, not as
+an idle gap: a rank's *wait* for a collective is the last rank's start minus its own start.
+Across files this assumes the files share one clock (ranks of one machine do).
+
+All durations are integer nanoseconds (``*_ns``); shares are percentages (``*_pct``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cgprof.errors import AnalysisError
+from cgprof.trace import Trace
+
+__all__ = [
+    "Rank", "RankResult", "RanksResult", "CrossRank", "split_ranks", "gpu_pids",
+    "sub_trace", "rank_marker", "assign_rank_ids", "analyze_rank", "analyze_ranks",
+    "cross_rank", "reduce_ranks", "RANK_MARKER_DOMAIN", "RANK_MARKER_PREFIX", "COLLECTIVE_TEXT",
+]
+
+RANK_MARKER_DOMAIN = "cgprof"
+RANK_MARKER_PREFIX = "rank "
+#: A kernel is a collective when its name contains this (case-insensitive): NCCL's kernels
+#: are ``ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)``, ``ncclKernel_...`` and the like.
+COLLECTIVE_TEXT = "nccl"
+
+_GPU_TABLES = ("kernels", "memcpy", "memset", "graph_trace")
+_PID_TABLES = ("kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx",
+               "threads")
+
+
+@dataclass
+class Rank:
+    """One process of a trace and its own sub-trace."""
+
+    rank_id: int
+    pid: int
+    device_ids: tuple[int, ...]
+    trace: Trace
+    #: How rank_id was decided: "marker", "device" or "order".
+    source: str = "order"
+    marker: int | None = None
+
+
+def gpu_pids(trace: Trace) -> list[int]:
+    """Process ids that have GPU rows (kernels, copies, memsets, graph replays), ascending."""
+    pids: set[int] = set()
+    for name in _GPU_TABLES:
+        df = getattr(trace, name)
+        if len(df):
+            pids.update(int(p) for p in pd.unique(df["pid"]))
+    return sorted(pids)
+
+
+def rank_marker(trace: Trace, pid: int | None = None) -> int | None:
+    """The payload of the first NVTX rank marker (of process ``pid``), or None."""
+    nv = trace.nvtx
+    if nv.empty:
+        return None
+    sel = nv[(nv["domain"] == RANK_MARKER_DOMAIN)
+             & nv["text"].astype(str).str.startswith(RANK_MARKER_PREFIX)
+             & nv["payload"].notna()]
+    if pid is not None:
+        sel = sel[sel["pid"] == pid]
+    return int(sel["payload"].iloc[0]) if len(sel) else None
+
+
+def device_ids(trace: Trace, pid: int | None = None) -> tuple[int, ...]:
+    """GPUs the process ran work on (all processes when pid is None), ascending."""
+    devs: set[int] = set()
+    for name in _GPU_TABLES:
+        df = getattr(trace, name)
+        if pid is not None:
+            df = df[df["pid"] == pid]
+        if len(df):
+            devs.update(int(d) for d in pd.unique(df["device_id"]))
+    return tuple(sorted(devs))
+
+
+def sub_trace(trace: Trace, pid: int) -> Trace:
+    """The trace of one process: every table filtered to ``pid``; GPUs to those it used."""
+    parts: dict[str, Any] = {}
+    for name in _PID_TABLES:
+        df = getattr(trace, name)
+        parts[name] = df[df["pid"] == pid].reset_index(drop=True)
+    used = device_ids(trace, pid)
+    gpus = trace.gpus
+    if used and gpus["device_id"].isin(used).any():
+        gpus = gpus[gpus["device_id"].isin(used)].reset_index(drop=True)
+    return dataclasses.replace(trace, gpus=gpus, **parts)
+
+
+def assign_rank_ids(markers: Sequence[int | None],
+                    devices: Sequence[tuple[int, ...]]) -> tuple[list[int], str]:
+    """Rank ids for processes given in order: markers, else devices, else order."""
+    n = len(markers)
+    if n and all(m is not None for m in markers) and len(set(markers)) == n:
+        return [int(m) for m in markers if m is not None], "marker"
+    if n and all(len(d) == 1 for d in devices) and len({d[0] for d in devices}) == n:
+        return [d[0] for d in devices], "device"
+    return list(range(n)), "order"
+
+
+def split_ranks(trace: Trace) -> list[Rank]:
+    """One :class:`Rank` per process with GPU work, ordered by rank id.
+
+    A trace with one such process gives one rank whose trace is the whole trace (so its
+    analysis is exactly that of the file)."""
+    pids = gpu_pids(trace)
+    if len(pids) <= 1:
+        subs = [trace]
+    else:
+        subs = [sub_trace(trace, p) for p in pids]
+    markers = [rank_marker(trace, p) for p in pids]
+    devs = [device_ids(trace, p) for p in pids]
+    ids, source = assign_rank_ids(markers, devs)
+    ranks = [Rank(rank_id=i, pid=p, device_ids=d, trace=t, source=source, marker=m)
+             for i, p, d, t, m in zip(ids, pids, devs, subs, markers, strict=True)]
+    return sorted(ranks, key=lambda r: r.rank_id)
+
+
+# ---------------------------------------------------------------------------------------
+# per-rank results
+
+COLLECTIVE_COLUMNS = ["seq", "step", "start_ns", "end_ns", "dur_ns", "name"]
+
+
+@dataclass
+class RankResult:
+    """One rank's analysis, compact enough to send between processes.
+
+    result       the rank's :class:`~cgprof.metrics.AnalysisResult` (``compact()`` drops the
+                 trace, the gap list and the call-to-step map; every summary stays)
+    collectives  the rank's NCCL kernels launched by analysed steps, in start order:
+                 seq (0-based), step, start_ns, end_ns, dur_ns, name
+    """
+
+    rank_id: int
+    pid: int
+    device_ids: tuple[int, ...]
+    path: str
+    marker: int | None
+    result: Any
+    collectives: pd.DataFrame
+    source: str = "order"
+
+    def compact(self) -> RankResult:
+        """The same result without the loaded trace and the per-gap/per-call tables."""
+        r = self.result
+        if r.trace is None:
+            return self
+        gaps = dataclasses.replace(r.gaps, gaps=r.gaps.gaps.iloc[0:0].copy())
+        steps = dataclasses.replace(r.steps, call_steps=r.steps.call_steps.iloc[0:0].copy())
+        small = dataclasses.replace(r, gaps=gaps, steps=steps, trace=None)
+        return dataclasses.replace(self, result=small)
+
+
+def collectives(trace: Trace, result: Any) -> pd.DataFrame:
+    """NCCL kernels launched by the analysed steps (see the module doc), in start order."""
+    k = trace.kernels
+    names = k["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):  # test each distinct name once
+        cats = names.cat.categories
+        hit = cats[cats.astype(str).str.contains(COLLECTIVE_TEXT, case=False, regex=False)]
+        k = k[names.isin(hit).to_numpy()]
+    else:
+        k = k[names.astype(str).str.contains(COLLECTIVE_TEXT, case=False, regex=False)]
+    st = result.steps
+    if st.source == "whole-trace":
+        k = k.assign(step=0)
+    else:
+        k = k.merge(st.call_steps[["pid", "corr_id", "step"]], on=["pid", "corr_id"],
+                    how="inner")
+    k = k.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
+    return pd.DataFrame({
+        "seq": np.arange(len(k), dtype=np.int64),
+        "step": k["step"].to_numpy(np.int64),
+        "start_ns": k["start_ns"].to_numpy(np.int64),
+        "end_ns": k["end_ns"].to_numpy(np.int64),
+        "dur_ns": k["dur_ns"].to_numpy(np.int64),
+        "name": k["name"].astype(str).to_numpy(object),
+    })[COLLECTIVE_COLUMNS]
+
+
+def analyze_rank(rank: Rank, path: str, step: str | None = None, skip: int = 0,
+                 min_gap_us: float = 0.0) -> RankResult:
+    """Analyse one rank's sub-trace with :func:`cgprof.metrics.analyze`."""
+    from cgprof.metrics import analyze
+
+    res = analyze(rank.trace, step=step, skip=skip, min_gap_us=min_gap_us)
+    return RankResult(rank_id=rank.rank_id, pid=rank.pid, device_ids=rank.device_ids,
+                      path=path, marker=rank.marker, result=res,
+                      collectives=collectives(rank.trace, res), source=rank.source)
+
+
+# ---------------------------------------------------------------------------------------
+# across ranks
+
+PER_RANK_COLUMNS = ["rank", "pid", "devices", "path", "steps", "step_p50_ns", "step_max_ns",
+                    "slowest_steps", "kernels", "api_calls", "collectives", "collective_ns",
+                    "collective_pct", "wait_ns", "wait_p50_ns", "verdict"]
+STEP_COLUMNS = ["step", "ranks", "min_ns", "max_ns", "spread_ns", "slowest_rank",
+                "fastest_rank", "max_wait_ns"]
+STEP_RANK_COLUMNS = ["step", "rank", "effective_ns", "dur_ns", "collective_ns", "wait_ns"]
+WAIT_COLUMNS = ["seq", "rank", "step", "start_ns", "dur_ns", "wait_ns", "last_rank"]
+
+
+@dataclass
+class CrossRank:
+    """Figures across ranks.
+
+    per_rank    PER_RANK_COLUMNS: steps analysed, p50/max step time (effective_ns), how many
+                aligned steps it was the slowest rank of, whole-trace kernels and API calls,
+                collectives (NCCL kernels in the steps), their time (collective_ns, and as a
+                share of its steps' effective time), total and median wait per collective
+    steps       STEP_COLUMNS, one row per aligned step: step time (effective_ns) min/max over
+                ranks, spread (max - min), slowest/fastest rank, longest wait of any rank
+    step_ranks  STEP_RANK_COLUMNS, one row per (aligned step, rank)
+    waits       WAIT_COLUMNS, one row per (collective, rank): its start on that rank, its
+                kernel time, wait_ns = last rank's start - this start, and the last rank
+    notes       what could not be aligned (different step or collective counts)
+    """
+
+    per_rank: pd.DataFrame
+    steps: pd.DataFrame
+    step_ranks: pd.DataFrame
+    waits: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def _p50(values: Any) -> float | None:
+    a = np.asarray(values, dtype=np.float64)
+    return float(np.median(a)) if len(a) else None
+
+
+def cross_rank(ranks: Sequence[RankResult]) -> CrossRank:
+    """Align the ranks' steps and collectives (see the module doc)."""
+    notes: list[str] = []
+    ids = [r.rank_id for r in ranks]
+    n_steps = [len(r.result.steps.steps) for r in ranks]
+    n_common = min(n_steps) if n_steps else 0
+    if len(set(n_steps)) > 1:
+        counts = ", ".join(f"rank {i}: {n}" for i, n in zip(ids, n_steps, strict=True))
+        notes.append(f"step counts differ ({counts}); aligned the first {n_common}")
+    n_coll = [len(r.collectives) for r in ranks]
+    c_common = min(n_coll) if n_coll else 0
+    if len(set(n_coll)) > 1:
+        counts = ", ".join(f"rank {i}: {n}" for i, n in zip(ids, n_coll, strict=True))
+        notes.append(f"collective counts differ ({counts}); matched the first {c_common}")
+
+    # arrival skew per collective
+    wait_rows = []
+    if c_common and len(ranks) > 1:
+        starts = np.stack([r.collectives["start_ns"].to_numpy(np.int64)[:c_common]
+                           for r in ranks])
+        last = starts.max(axis=0)
+        last_rank = np.asarray(ids)[starts.argmax(axis=0)]
+        for j, r in enumerate(ranks):
+            c = r.collectives.iloc[:c_common]
+            wait_rows.append(pd.DataFrame({
+                "seq": c["seq"].to_numpy(np.int64), "rank": r.rank_id,
+                "step": c["step"].to_numpy(np.int64), "start_ns": starts[j],
+                "dur_ns": c["dur_ns"].to_numpy(np.int64), "wait_ns": last - starts[j],
+                "last_rank": last_rank}))
+    waits = (pd.concat(wait_rows, ignore_index=True) if wait_rows else
+             pd.DataFrame({c: pd.Series(dtype="int64") for c in WAIT_COLUMNS}))
+    waits = waits.astype("int64")[WAIT_COLUMNS]
+
+    # per (aligned step, rank)
+    sr_rows = []
+    for r in ranks:
+        st = r.result.steps.steps.iloc[:n_common]
+        idx = st["step"].to_numpy(np.int64)
+        coll = r.collectives
+        coll = coll[coll["step"] < n_common]
+        cns = np.bincount(coll["step"].to_numpy(np.int64),
+                          weights=coll["dur_ns"].to_numpy(np.float64), minlength=n_common)
+        w = waits[(waits["rank"] == r.rank_id) & (waits["step"] < n_common)]
+        wns = np.bincount(w["step"].to_numpy(np.int64),
+                          weights=w["wait_ns"].to_numpy(np.float64), minlength=n_common)
+        sr_rows.append(pd.DataFrame({
+            "step": idx, "rank": r.rank_id,
+            "effective_ns": st["effective_ns"].to_numpy(np.int64),
+            "dur_ns": st["dur_ns"].to_numpy(np.int64),
+            "collective_ns": cns[:n_common].astype(np.int64),
+            "wait_ns": wns[:n_common].astype(np.int64)}))
+    step_ranks = (pd.concat(sr_rows, ignore_index=True) if sr_rows else
+                  pd.DataFrame({c: pd.Series(dtype="int64") for c in STEP_RANK_COLUMNS}))
+    step_ranks = step_ranks.astype("int64")[STEP_RANK_COLUMNS]
+
+    # per aligned step
+    if n_common and ranks:
+        eff = np.stack([step_ranks.loc[step_ranks["rank"] == i, "effective_ns"].to_numpy()
+                        for i in ids])  # ranks x steps
+        wt = np.stack([step_ranks.loc[step_ranks["rank"] == i, "wait_ns"].to_numpy()
+                       for i in ids])
+        idarr = np.asarray(ids, dtype=np.int64)
+        steps = pd.DataFrame({
+            "step": np.arange(n_common, dtype=np.int64),
+            "ranks": np.full(n_common, len(ranks), dtype=np.int64),
+            "min_ns": eff.min(axis=0), "max_ns": eff.max(axis=0),
+            "spread_ns": eff.max(axis=0) - eff.min(axis=0),
+            "slowest_rank": idarr[eff.argmax(axis=0)],
+            "fastest_rank": idarr[eff.argmin(axis=0)],
+            "max_wait_ns": wt.max(axis=0)})
+        slowest = np.bincount(eff.argmax(axis=0), minlength=len(ranks))
+    else:
+        steps = pd.DataFrame({c: pd.Series(dtype="int64") for c in STEP_COLUMNS})
+        slowest = np.zeros(len(ranks), dtype=np.int64)
+
+    rows = []
+    for j, r in enumerate(ranks):
+        st = r.result.steps.steps
+        eff_all = st["effective_ns"].to_numpy(np.int64)
+        w = waits[waits["rank"] == r.rank_id]["wait_ns"]
+        coll_ns = int(r.collectives["dur_ns"].sum())
+        total_eff = int(eff_all.sum())
+        rows.append({
+            "rank": r.rank_id, "pid": r.pid,
+            "devices": ",".join(str(d) for d in r.device_ids), "path": r.path,
+            "steps": len(st), "step_p50_ns": _p50(eff_all),
+            "step_max_ns": int(eff_all.max()) if len(eff_all) else None,
+            "slowest_steps": int(slowest[j]),
+            "kernels": int(r.result.info["kernels"]), "api_calls": int(r.result.info["api_calls"]),
+            "collectives": len(r.collectives), "collective_ns": coll_ns,
+            "collective_pct": 100.0 * coll_ns / total_eff if total_eff else None,
+            "wait_ns": int(w.sum()) if len(w) else None,
+            "wait_p50_ns": _p50(w) if len(w) else None,
+            "verdict": r.result.verdict.lines[0] if r.result.verdict.lines else "",
+        })
+    per_rank = pd.DataFrame(rows, columns=PER_RANK_COLUMNS)
+    return CrossRank(per_rank=per_rank, steps=steps, step_ranks=step_ranks, waits=waits,
+                     notes=notes)
+
+
+@dataclass
+class RanksResult:
+    """Every rank of one run (one multi-process trace, or many per-rank files) and the
+    figures across them. ``source`` says how rank ids were decided; ``selected`` is the
+    ``--rank`` asked for (None: all)."""
+
+    paths: list[str]
+    ranks: list[RankResult]
+    source: str
+    cross: CrossRank
+    selected: int | None = None
+
+    def shown(self) -> list[RankResult]:
+        """The ranks whose full report is shown (all, or the one ``--rank`` chose)."""
+        if self.selected is None:
+            return self.ranks
+        return [r for r in self.ranks if r.rank_id == self.selected]
+
+    def to_dict(self) -> dict[str, Any]:
+        from cgprof.report.json_report import ranks_to_dict
+
+        return ranks_to_dict(self)
+
+
+def reduce_ranks(paths: Sequence[str], per_file: Sequence[Sequence[RankResult]],
+                 rank: int | None = None) -> RanksResult:
+    """Give the ranks of many files their ids (marker, device, order: file then pid) and
+    compute the cross-rank figures. ``per_file`` is each file's ranks in pid order."""
+    flat = [r for rs in per_file for r in sorted(rs, key=lambda x: x.pid)]
+    if len(per_file) == 1:
+        ids = [r.rank_id for r in flat]
+        source = flat[0].source if flat else "order"
+    else:
+        ids, source = assign_rank_ids([r.marker for r in flat], [r.device_ids for r in flat])
+    flat = sorted((dataclasses.replace(r, rank_id=i, source=source)
+                   for r, i in zip(flat, ids, strict=True)), key=lambda r: r.rank_id)
+    if rank is not None and rank not in {r.rank_id for r in flat}:
+        known = ", ".join(str(r.rank_id) for r in flat) or "none"
+        raise AnalysisError(f"--rank {rank}: no such rank (ranks: {known})")
+    return RanksResult(paths=list(paths), ranks=flat, source=source, cross=cross_rank(flat),
+                       selected=rank)
+
+
+def analyze_ranks(trace: Trace, step: str | None = None, skip: int = 0,
+                  min_gap_us: float = 0.0, rank: int | None = None) -> RanksResult:
+    """Split one trace into ranks, analyse each, and compute the cross-rank figures."""
+    ranks = split_ranks(trace)
+    if not ranks:
+        raise AnalysisError(f"{trace.path}: no process with GPU work, so no ranks")
+    path = str(trace.path)
+    results = [analyze_rank(r, path, step=step, skip=skip, min_gap_us=min_gap_us)
+               for r in ranks]
+    return reduce_ranks([path], [sorted(results, key=lambda x: x.pid)], rank=rank)
+
+
+# ---------------------------------------------------------------------------------------
+# two multi-rank runs
+
+STEADY_MODES = ("eager", "graph")
+RANK_DIFF_COLUMNS = ["rank", "base_steps", "cand_steps", "base_step_p50_ns", "cand_step_p50_ns",
+                     "speedup", "base_launch_calls_per_step", "cand_launch_calls_per_step",
+                     "base_collective_ns", "cand_collective_ns", "base_wait_ns", "cand_wait_ns"]
+
+
+@dataclass
+class RanksDiff:
+    """Two multi-rank runs compared rank by rank (rank id against rank id) and overall.
+
+    labels     (baseline label, candidate label)
+    per_rank   RANK_DIFF_COLUMNS, outer join on rank id (<NA> for a rank one run lacks):
+               steps = steady-state (eager/graph) steps; step p50 of their effective_ns;
+               speedup = base p50 / cand p50; launch calls (kernel + graph) per steady step;
+               collective (NCCL) kernel time and total arrival wait over all analysed steps
+    overall    {"base"/"cand": {"ranks", "steps", "step_p50_ns" (p50 over aligned steady
+               steps of the slowest rank's step time: the job's step), "spread_p50_ns",
+               "wait_ns"}, "speedup"}
+    lines      the comparison in words, first line the headline
+    """
+
+    labels: tuple[str, str]
+    base: RanksResult
+    cand: RanksResult
+    per_rank: pd.DataFrame
+    overall: dict[str, Any]
+    lines: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from cgprof import __version__
+        from cgprof.diff import DIFF_SCHEMA_VERSION
+        from cgprof.report.json_report import frame_records
+
+        return {"schema_version": DIFF_SCHEMA_VERSION, "cgprof_version": __version__,
+                "kind": "cgprof.diff.ranks", "labels": list(self.labels),
+                "baseline": {"paths": self.base.paths, "source": self.base.source},
+                "candidate": {"paths": self.cand.paths, "source": self.cand.source},
+                "overall": self.overall, "lines": list(self.lines),
+                "per_rank": frame_records(self.per_rank)}
+
+
+def _steady(r: RankResult) -> pd.DataFrame:
+    st = r.result.steps.steps
+    return st[st["mode"].isin(STEADY_MODES)]
+
+
+def _run_overall(rr: RanksResult) -> dict[str, Any]:
+    """The job's step: per aligned step index that is steady on every rank, the slowest
+    rank's effective time."""
+    cr = rr.cross
+    steady = None
+    for r in rr.ranks:
+        idx = set(int(i) for i in _steady(r)["step"])
+        steady = idx if steady is None else steady & idx
+    st = cr.steps[cr.steps["step"].isin(sorted(steady or ()))]
+    waits = cr.per_rank["wait_ns"].dropna()
+    return {"ranks": len(rr.ranks), "steps": len(st),
+            "step_p50_ns": _p50(st["max_ns"]) if len(st) else None,
+            "spread_p50_ns": _p50(st["spread_ns"]) if len(st) else None,
+            "wait_ns": int(waits.sum()) if len(waits) else None}
+
+
+def diff_ranks(base: RanksResult, cand: RanksResult,
+               labels: tuple[str, str] = ("baseline", "candidate")) -> RanksDiff:
+    """Compare ``cand`` against ``base`` rank by rank and overall (see :class:`RanksDiff`)."""
+
+    def side(rr: RanksResult, p: str) -> pd.DataFrame:
+        rows = []
+        pr = rr.cross.per_rank.set_index("rank")
+        for r in rr.ranks:
+            st = _steady(r)
+            launches = st["kernel_launches"] + st["graph_launches"]
+            rows.append({"rank": r.rank_id, f"{p}steps": len(st),
+                         f"{p}step_p50_ns": _p50(st["effective_ns"]) if len(st) else None,
+                         f"{p}launch_calls_per_step": float(launches.mean()) if len(st) else None,
+                         f"{p}collective_ns": int(r.collectives["dur_ns"].sum()),
+                         f"{p}wait_ns": pr.loc[r.rank_id, "wait_ns"]})
+        return pd.DataFrame(rows)
+
+    a, b = side(base, "base_"), side(cand, "cand_")
+    out = a.merge(b, on="rank", how="outer").sort_values("rank").reset_index(drop=True)
+    for c in ("base_steps", "cand_steps", "base_collective_ns", "cand_collective_ns",
+              "base_wait_ns", "cand_wait_ns"):
+        out[c] = pd.array(out[c], dtype="Float64").astype("Int64")
+    for c in ("base_step_p50_ns", "cand_step_p50_ns", "base_launch_calls_per_step",
+              "cand_launch_calls_per_step"):
+        out[c] = pd.array(out[c], dtype="Float64")
+    cand_p50 = out["cand_step_p50_ns"]
+    out["speedup"] = out["base_step_p50_ns"] / cand_p50.where(cand_p50 > 0)
+    out = out[RANK_DIFF_COLUMNS]
+    oa, ob = _run_overall(base), _run_overall(cand)
+    speedup = (oa["step_p50_ns"] / ob["step_p50_ns"]
+               if oa["step_p50_ns"] and ob["step_p50_ns"] else None)
+    overall = {"base": oa, "cand": ob, "speedup": speedup}
+    la, lb = labels
+    lines = []
+    if speedup is None:
+        lines.append(f"{lb} vs {la}: no steady-state steps to compare")
+    else:
+        word = f"{speedup:.2f}x faster" if speedup >= 1 else f"{1 / speedup:.2f}x slower"
+        lines.append(f"{lb} is {word} than {la} per step (slowest rank's step time, p50 over "
+                     f"{min(oa['steps'], ob['steps'])} aligned steps)")
+    only_a = set(a["rank"]) - set(b["rank"])
+    only_b = set(b["rank"]) - set(a["rank"])
+    if only_a:
+        lines.append(f"ranks only in {la}: {', '.join(str(i) for i in sorted(only_a))}")
+    if only_b:
+        lines.append(f"ranks only in {lb}: {', '.join(str(i) for i in sorted(only_b))}")
+    sp = out["speedup"].dropna()
+    if len(sp) > 1:
+        worst = out.loc[out["speedup"].astype("float64").idxmin()]
+        lines.append(f"least improved: rank {int(worst['rank'])} ({float(worst['speedup']):.2f}x)")
+    return RanksDiff(labels=(la, lb), base=base, cand=cand, per_rank=out, overall=overall,
+                     lines=lines)
+
+
+def as_ranks(result: Any) -> RanksResult:
+    """A single-process AnalysisResult as a one-rank run (for comparing with a multi-rank one)."""
+    if isinstance(result, RanksResult):
+        return result
+    trace = result.trace
+    pid = gpu_pids(trace)
+    r = RankResult(rank_id=0, pid=pid[0] if pid else -1, device_ids=device_ids(trace),
+                   path=str(trace.path), marker=rank_marker(trace), result=result,
+                   collectives=collectives(trace, result))
+    return reduce_ranks([str(trace.path)], [[r]])

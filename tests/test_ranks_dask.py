@@ -1,0 +1,71 @@
+"""`--dask`: the per-file analyses of the shipped traces on a real dask.distributed
+LocalCluster (2 worker processes) give exactly the local run's output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cgprof.cli import main
+
+distributed = pytest.importorskip("distributed")
+
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as c:
+        yield c
+
+
+def test_dask_equals_local(cluster):
+    local = CliRunner().invoke(main, ["analyze", str(TRACES), "--jobs", "1", "--json", "-"])
+    assert local.exit_code == 0, local.output
+    remote = CliRunner().invoke(main, ["analyze", str(TRACES), "--dask",
+                                       cluster.scheduler_address, "--json", "-"])
+    assert remote.exit_code == 0, remote.output
+    assert remote.output == local.output
+    text_local = CliRunner().invoke(main, ["analyze", str(TRACES), "--jobs", "1"])
+    text_env = CliRunner().invoke(main, ["analyze", str(TRACES)],
+                                  env={"CGPROF_DASK_SCHEDULER": cluster.scheduler_address})
+    assert text_env.exit_code == 0, text_env.output
+    assert text_env.output == text_local.output
+    assert "Ranks: 10 in 10 files (ids from file order)" in text_env.output
+
+
+def test_dask_bad_file_names_it(cluster, tmp_path, monkeypatch):
+    good = TRACES / "mlp_infer_graph.sqlite"
+    (tmp_path / "rank1.sqlite").write_bytes(b"")
+    bad = "rank1.sqlite"  # relative: the workers get absolute paths, the user sees theirs
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["analyze", str(good), bad, "--ranks", "--dask",
+                                    cluster.scheduler_address])
+    assert res.exit_code == 1
+    assert res.output.splitlines() == [
+        f"Error: {bad}: is empty (0 bytes), not an nsys SQLite export"]
+
+
+def test_unreachable_scheduler(monkeypatch):
+    monkeypatch.setattr("cgprof.parallel.DASK_CONNECT_TIMEOUT_S", 2)
+    res = CliRunner().invoke(main, ["analyze", str(TRACES / "user_train.sqlite"), "--dask",
+                                    "tcp://127.0.0.1:9"])
+    assert res.exit_code == 1
+    assert res.output.startswith("Error: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_plain_analyze_does_not_import_dask():
+    code = ("import sys; from cgprof.cli import main\n"
+            "try:\n main(['analyze', 'traces/user_train.sqlite', '-q'])\n"
+            "except SystemExit: pass\n"
+            "print('dask' in sys.modules, 'distributed' in sys.modules, 'torch' in sys.modules,"
+            " file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=TRACES.parent, timeout=60)
+    assert proc.stderr.strip().splitlines()[-1] == "False False False"
