@@ -376,7 +376,7 @@ def test_folder_of_real_traces_agrees_with_nsys(tmp_path):
 
     traces = Path(__file__).resolve().parents[1] / "traces"
     run = analyze_files(expand_inputs([traces]), jobs=2)
-    assert len(run.ranks) == 10 and run.source == "order"
+    assert len(run.ranks) == len(list(traces.glob("*.sqlite"))) and run.source == "order"
     for r in run.ranks:
         name = Path(r.path).name.removesuffix(".sqlite")
         with open(traces / "expected" / f"{name}.cuda_gpu_kern_sum.csv") as fh:
