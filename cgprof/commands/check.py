@@ -82,7 +82,12 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
                  + [C.parse_rule("min", t) for t in min_rules]
                  + [C.parse_rule("regress", t) for t in regress_rules])
         rules = C.merge_rules(cfg.rules, flags)
-        baseline = baseline or cfg.baseline
+        if baseline is None and cfg.baseline is not None:
+            baseline = cfg.baseline
+            if save_baseline is not None and baseline.resolve() == save_baseline.resolve():
+                # Refreshing the configured baseline: nothing to compare against.
+                baseline = None
+                rules = [r for r in rules if r.op != "regress"]
         history = history or cfg.history
         step = step or cfg.step
         skip = skip if skip is not None else (cfg.skip or 0)
