@@ -461,9 +461,9 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> CheckConfi
         if not path.is_file():
             raise CheckConfigError(f"{path}: config file not found")
         doc = _toml_load(path)
-        table = _table(doc)
-        where = f"{path}: [tool.cgprof.check]" if table is not None else f"{path}:"
-        table = table if table is not None else doc
+        found = _table(doc)
+        where = f"{path}: [tool.cgprof.check]" if found is not None else f"{path}:"
+        table = found if found is not None else doc
     cfg = CheckConfig(path=path)
     base_dir = path.parent
     for key, value in table.items():
@@ -580,7 +580,7 @@ def append_history(path: Path, result: CheckResult, commit: str | None,
             runs = db.table("runs")
             if not runs.exists():
                 runs.create(columns, pk="id")
-            run_id = runs.insert(row, alter=True).last_pk
+            run_id = int(runs.insert(row, alter=True).last_pk or 0)
             db.table("rules").insert_all(
                 [{"run_id": run_id, "rule": r.rule.name, "figure": r.rule.figure,
                   "op": r.rule.op, "status": r.status, "value": r.value, "limit": r.limit,
@@ -590,7 +590,7 @@ def append_history(path: Path, result: CheckResult, commit: str | None,
                 foreign_keys=[("run_id", "runs", "id")] if not db["rules"].exists() else None)
     finally:
         db.close()
-    return int(run_id)
+    return run_id
 
 
 def read_history(path: Path) -> list[dict[str, Any]]:
