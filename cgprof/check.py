@@ -179,8 +179,9 @@ def figures(result: Any) -> dict[str, float | None]:
         comp = (result.get("replays", {}).get("summary", {}).get("compactness") or {}).get("p50")
         devices = result.get("gpu", {}).get("devices", [])
         cov = result.get("coverage")
-        return _figures_from(steps, comp, devices,
-                             cov.get("summary") if isinstance(cov, dict) else None)
+        if isinstance(cov, dict) and isinstance(cov.get("summary"), dict):
+            cov = cov["summary"]
+        return _figures_from(steps, comp, devices, cov if isinstance(cov, dict) else None)
     from cgprof.report.json_report import frame_records
 
     comp = (result.replays.summary.get("compactness") or {}).get("p50")
