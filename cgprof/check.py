@@ -80,6 +80,9 @@ DEFAULT_REGRESSIONS = {
 
 STEADY_MODES = ("eager", "graph")
 
+#: Figures that count things: integers in every output.
+COUNT_FIGURES = ("steps", "recaptures", "fallbacks")
+
 
 class CheckConfigError(CgprofError):
     """Bad rule, configuration or baseline: `cgprof check` exits 2."""
@@ -136,6 +139,9 @@ def _figures_from(steps: list[dict[str, Any]], compactness_p50: Any,
         out["sync_calls_per_step"] = _num(coverage.get("sync_calls_per_step_p50"))
     else:
         out.update(_coverage_from_steps(steps))
+    for name in COUNT_FIGURES:
+        if out.get(name) is not None:
+            out[name] = int(out[name])  # type: ignore[arg-type]
     return {name: out.get(name) for name in FIGURES}
 
 

@@ -131,7 +131,7 @@ def render_history_text(runs: list[dict[str, Any]], path: str) -> str:
         if a is None or b is None:
             return "n/a"
         if a == 0:
-            return "0.0%" if b == 0 else "n/a"
+            return "+0.0%" if b == 0 else "n/a"
         return f"{(b - a) / abs(a) * 100:+.1f}%"
 
     for name in FIGURES:
