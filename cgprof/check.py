@@ -117,7 +117,7 @@ def _figures_from(steps: list[dict[str, Any]], compactness_p50: Any,
                   ) -> dict[str, float | None]:
     """Figures from plain records: the step table, replay compactness p50, the device table
     and the coverage summary (None for an analysis made before coverage existed)."""
-    steady = [s for s in steps if s.get("mode") in STEADY_MODES]
+    steady = _window_steps(steps)
     eff = [_num(s.get("effective_ns")) for s in steady]
     out: dict[str, float | None] = {
         "steps": None,
@@ -143,6 +143,15 @@ def _figures_from(steps: list[dict[str, Any]], compactness_p50: Any,
         if out.get(name) is not None:
             out[name] = int(out[name])  # type: ignore[arg-type]
     return {name: out.get(name) for name in FIGURES}
+
+
+def _window_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps of the analysis window: ``in_window`` rows (every row when none is, as
+    ``StepResult.window_steps``); for step tables without that column, eager and graph steps."""
+    if steps and "in_window" in steps[0]:
+        sel = [s for s in steps if s.get("in_window")]
+        return sel or steps
+    return [s for s in steps if s.get("mode") in STEADY_MODES]
 
 
 def _coverage_from_steps(steps: list[dict[str, Any]]) -> dict[str, float | None]:

@@ -92,6 +92,27 @@ def test_figures_agree_from_analyze_json_and_saved_baseline(graph, tmp_path):
     assert C.figures(json.loads(json.dumps(base))) == C.figures(graph)
 
 
+def test_figures_read_the_coverage_section_and_window(graph):
+    """With the analysis window's ``coverage`` summary and ``in_window`` column, the coverage
+    figures come from the summary and step times from the window steps only."""
+    doc = json.loads(json.dumps(graph.to_dict()))
+    doc["coverage"] = {"summary": {
+        "steps": 3, "graph_kernel_share": 0.5, "graph_gpu_share": 0.25,
+        "launch_calls_per_step_p50": 7.0, "recaptures": 2, "fallbacks": 1,
+        "sync_calls_per_step_p50": 3.0}}
+    for i, row in enumerate(doc["steps"]["steps"]):
+        row["in_window"] = i in (5, 6, 7)
+        row["effective_ns"] = 1000 * (i + 1)
+    figs = C.figures(doc)
+    assert {k: figs[k] for k in ("steps", "graph_kernel_share", "graph_gpu_share",
+                                 "launch_calls_per_step", "recaptures", "fallbacks",
+                                 "sync_calls_per_step", "step_p50_ns")} == {
+        "steps": 3, "graph_kernel_share": 0.5, "graph_gpu_share": 0.25,
+        "launch_calls_per_step": 7.0, "recaptures": 2, "fallbacks": 1,
+        "sync_calls_per_step": 3.0, "step_p50_ns": 7000.0}
+    assert figs["step_p99_ns"] == pytest.approx(7000 + 0.98 * 1000)
+
+
 @pytest.mark.parametrize("figure", [f for f in C.FIGURES])
 def test_every_figure_rule_passes_at_its_value_and_fails_past_it(figure, eager, graph):
     for figs in (C.figures(eager), C.figures(graph)):
