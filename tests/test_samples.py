@@ -114,7 +114,7 @@ def test_cli_summary_text(samples_dir):
     assert "steps: 40 instances of NVTX range 'cgprof:step' (default)" in out
     assert "eager steps: launch-bound (20 of 20 steps)" in out
     assert "launch calls per step 16 -> 1" in out
-    assert "Graph replays: 20" in out
+    assert "Graph replays launched in window steps: 20" in out
 
 
 def test_skip_and_step_options(samples_dir):

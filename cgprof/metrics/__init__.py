@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from cgprof.metrics.coverage import CoverageResult, graph_coverage
 from cgprof.metrics.gaps import GapResult, gpu_gaps
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls, launch_summary
@@ -33,15 +34,23 @@ class AnalysisResult:
     """Everything ``cgprof analyze`` computes for one trace.
 
     info            trace facts (path, nsys and export schema versions, graph trace mode, GPUs,
-                    counts of kernels/API calls/NVTX ranges, analysed window)
-    launches        launch-family table (cgprof.metrics.launches.launch_summary)
-    api_summary     per API name, as nsys cuda_api_sum
-    kernel_summary  per kernel name, as nsys cuda_gpu_kern_sum
-    nvtx_summary    per NVTX range, as nsys nvtx_sum
-    gaps            GPU busy/idle and classified gaps (GapResult)
-    replays         graph replays (ReplayResult)
-    steps           per-step table (StepResult)
-    verdict         headline and what-if estimate (Verdict)
+                    counts of kernels/API calls/NVTX ranges, the analysis window:
+                    window_start_ns/window_end_ns, window_steps (step numbers) and
+                    window_reason)
+    launches        launch-family table of the calls in window steps
+                    (cgprof.metrics.launches.launch_summary)
+    api_summary     per API name, as nsys cuda_api_sum (whole trace)
+    kernel_summary  per kernel name, as nsys cuda_gpu_kern_sum (whole trace)
+    nvtx_summary    per NVTX range, as nsys nvtx_sum (whole trace)
+    gaps            GPU busy/idle and classified gaps in the window (GapResult)
+    replays         graph replays launched by window steps (ReplayResult)
+    steps           per-step table, every step, ``in_window`` marking the window (StepResult)
+    coverage        graph coverage of the window steps (CoverageResult)
+    verdict         headline and what-if estimate, over the window steps (Verdict)
+
+    The analysis window is the steady state: the steps after --skip that are neither warm-up
+    nor a capture before the first replay. Every table and figure covers it except the three
+    per-name summaries, which mirror ``nsys stats`` over the whole trace.
     trace           the loaded trace (for reports that draw the timeline)
     """
 
@@ -55,6 +64,7 @@ class AnalysisResult:
     steps: StepResult
     verdict: Verdict
     trace: Trace
+    coverage: CoverageResult
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready document (see cgprof.report.json_report)."""
@@ -84,17 +94,31 @@ def analyze(
     say("cutting steps")
     steps = compute_steps(trace, calls, ops, step=step, skip=skip)
     say("measuring GPU gaps")
-    gaps = gpu_gaps(ops, calls, window=steps.window())
-    classify_steps(steps, gaps.gaps)  # needs every gap, however short
+    all_steps = steps.steps
+    span = None
+    if steps.source != "whole-trace" and len(all_steps):
+        gpu_end = all_steps["gpu_end_ns"].dropna()
+        span = (int(all_steps["start_ns"].min()),
+                max(int(all_steps["end_ns"].max()), int(gpu_end.max()) if len(gpu_end) else 0))
+    window = steps.window()
+    gaps = gpu_gaps(ops, calls, window=span)
+    classify_steps(steps, gaps.gaps)  # every step's gaps, however short
+    if window != span:  # the reported figures cover the analysis window only
+        gaps = gpu_gaps(ops, calls, window=window)
     gaps = gaps.above(int(round(min_gap_us * 1000)))
+    win_steps = steps.window_steps()
+    if steps.source == "whole-trace":
+        win_calls = calls
+    else:
+        keys = steps.call_steps[steps.call_steps["step"].isin(win_steps["step"])]
+        win_calls = calls.merge(keys[["pid", "corr_id"]], on=["pid", "corr_id"], how="inner")
     say("measuring graph replays")
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
-    replays = graph_replays(ops, calls, node_level=node_level)
+    replays = graph_replays(ops, win_calls, node_level=node_level)
     say("summarising")
-    has_replays = len(replays.replays) > 0
-    v = verdict(steps.steps, replays.summary["api_dur_ns"]["p50"] if has_replays else None,
-                replays.summary["compactness"]["p50"] if has_replays else None)
-    window = steps.window()
+    coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps)
+    v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
+                graph_trace_mode=trace.meta.graph_trace_mode)
     info = {
         "path": str(trace.path),
         "nsys_version": trace.meta.nsys_version,
@@ -110,6 +134,9 @@ def analyze(
         "nvtx_ranges": len(nvtx_ranges(trace)),
         "window_start_ns": window[0] if window else None,
         "window_end_ns": window[1] if window else None,
+        "window_steps": [int(x) for x in win_steps["step"]] if window else [],
+        "window_reason": steps.window_reason(),
+        "summaries_scope": "whole trace, as nsys stats",
         "step_range": steps.name,
         "step_source": steps.source,
         "steps": int(len(steps.steps)),
@@ -117,7 +144,7 @@ def analyze(
     }
     return AnalysisResult(
         info=info,
-        launches=launch_summary(calls),
+        launches=launch_summary(win_calls),
         api_summary=api_summary(trace),
         kernel_summary=kernel_summary(trace),
         nvtx_summary=nvtx_summary(trace),
@@ -126,5 +153,6 @@ def analyze(
         steps=steps,
         verdict=v,
         trace=trace,
+        coverage=coverage,
     )
 

@@ -42,7 +42,12 @@ STEP_COLUMNS = [
     "launch_host_ns", "sync_host_ns", "kernels", "graph_replays", "gpu_ops", "gpu_start_ns",
     "gpu_end_ns", "gpu_span_ns", "gpu_busy_ns", "gpu_idle_ns", "compactness", "busy_pct",
     "launch_wait_ns", "launch_bound",
+    "graph_kernels", "eager_kernels", "graph_gpu_ns", "eager_gpu_ns", "recapture", "fallback",
+    "in_window",
 ]
+
+#: Modes of steps outside the analysis window (warm-up, and captures before any replay).
+OUT_OF_WINDOW_MODES = ("warmup", "capture")
 
 
 @dataclass
@@ -72,6 +77,18 @@ class StepResult:
             launch_wait_ns  GPU idle time before the step's work spent waiting for its launch
                           calls (gaps of kind launch_bound)
             launch_bound  see BUSY_SHARE and WAIT_SHARE
+            graph_kernels / eager_kernels   kernels executed inside graph replays / launched
+                          one by one (graph_kernels is <NA> when graph-granularity replay rows
+                          hide the replayed kernels)
+            graph_gpu_ns / eager_gpu_ns     GPU busy time (union) of the step's replay work /
+                          of its other work (copies, memsets, eager kernels); the two may
+                          overlap on different streams, so their sum can exceed gpu_busy_ns
+            recapture     the step captured or instantiated a graph after earlier steps had
+                          replayed graphs (CUDA graph trees re-record on new shapes); such a
+                          step is steady state, not mode "capture"
+            fallback      the step launched no graph although earlier steps had: it ran eager
+            in_window     the step is in the analysis window: not warm-up, not a capture
+                          before the first replay (every table and figure covers these steps)
     name    the range name used ("cgprof:step"), or None for whole-trace
     source  "option", "default", "most-frequent" or "whole-trace"
     skipped number of leading instances dropped with --skip
@@ -85,9 +102,31 @@ class StepResult:
     total_instances: int
     call_steps: pd.DataFrame
 
-    def window(self) -> tuple[int, int] | None:
-        """Host start of the first step to the end of the last step or its GPU work."""
+    def window_steps(self) -> pd.DataFrame:
+        """The steps of the analysis window: steady state (``in_window``); every step when
+        there is no steady step (all warm-up or capture), so there is still something to show."""
         st = self.steps
+        sel = st[st["in_window"]]
+        return sel if len(sel) else st
+
+    def window_reason(self) -> str:
+        """One phrase saying which steps form the window and why."""
+        st = self.steps
+        if self.source == "whole-trace":
+            return "the whole trace (no steps)"
+        n_in = int(st["in_window"].sum())
+        out = {m: int((st["mode"] == m).sum()) for m in OUT_OF_WINDOW_MODES}
+        dropped = ", ".join(f"{n} {m}" for m, n in out.items() if n)
+        skipped = f"; {self.skipped} skipped with --skip" if self.skipped else ""
+        if n_in == 0:
+            return f"all {len(st)} steps (none in steady state: {dropped}{skipped})"
+        left = f" (left out: {dropped})" if dropped else ""
+        return f"{n_in} steady-state steps{left}{skipped}"
+
+    def window(self) -> tuple[int, int] | None:
+        """Host start of the first window step to the end of the last window step or its GPU
+        work (see :meth:`window_steps`)."""
+        st = self.window_steps()
         if self.source == "whole-trace" or st.empty:
             return None
         end = int(st["end_ns"].max())
@@ -231,7 +270,8 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
         call_step = _attribute_calls(calls, inst)
     c = calls.assign(step=call_step)
     # Steps that captured a graph (calls made during stream capture, or its begin call).
-    begins = L.name_contains(c["name"], "StreamBeginCapture")
+    begins = (L.name_contains(c["name"], "StreamBeginCapture")
+              | L.name_contains(c["name"], "GraphInstantiate"))
     capturing = c[(c["step"] >= 0) & (c["in_capture"] | begins)]["step"].to_numpy(np.int64)
     c = c[(c["step"] >= 0) & ~c["in_capture"]]
 
@@ -266,9 +306,20 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     out["dur_ns"] = out["end_ns"] - out["start_ns"]
     captured = np.zeros(n, dtype=bool)
     captured[capturing] = True
+    launched = out["graph_launches"].to_numpy() > 0
+    # Graphs "existed" for a step when an earlier step (in time) replayed one.
+    order = np.argsort(out["start_ns"].to_numpy(np.int64), kind="stable")
+    before = np.cumsum(launched[order]) - launched[order]
+    seen = np.zeros(n, dtype=bool)
+    seen[order] = before > 0
+    warm_a = np.asarray(warm, dtype=bool)
+    recapture = captured & seen & ~warm_a
     out["mode"] = np.select(
-        [captured, np.asarray(warm, dtype=bool), out["graph_launches"].to_numpy() > 0],
+        [captured & ~recapture, warm_a, launched],
         ["capture", "warmup", "graph"], default="eager")
+    out["recapture"] = recapture
+    out["fallback"] = seen & ~launched & ~warm_a & ~recapture
+    out["in_window"] = ~out["mode"].isin(OUT_OF_WINDOW_MODES).to_numpy()
 
     # GPU work -> step of its launch call, on (pid, corr_id).
     key = c[["pid", "corr_id", "step"]].drop_duplicates(["pid", "corr_id"])
@@ -279,6 +330,16 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     kernels = np.bincount(w.loc[w["kind"] == "kernel", "step"].to_numpy(np.int64), minlength=n)
     replay_rows = w[w["in_graph"]].drop_duplicates(["pid", "corr_id"])
     out["kernels"] = kernels[:n]
+    is_k = w["kind"] == "kernel"
+    out["graph_kernels"] = pd.array(
+        np.bincount(w.loc[is_k & w["in_graph"], "step"].to_numpy(np.int64), minlength=n)[:n],
+        dtype="Int64")
+    out["eager_kernels"] = pd.array(
+        np.bincount(w.loc[is_k & ~w["in_graph"], "step"].to_numpy(np.int64), minlength=n)[:n],
+        dtype="Int64")
+    for col, part in (("graph_gpu_ns", w[w["in_graph"]]), ("eager_gpu_ns", w[~w["in_graph"]])):
+        ub = union_busy(part[["step", "start_ns", "end_ns"]], ["step"]).set_index("step")
+        out[col] = ub["busy_ns"].reindex(idx).fillna(0).astype("int64").to_numpy()
     out["graph_replays"] = np.bincount(replay_rows["step"].to_numpy(np.int64), minlength=n)[:n]
     u = union_busy(w[["step", "start_ns", "end_ns"]], ["step"])
     u = u.set_index("step").reindex(idx)
@@ -299,6 +360,7 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
                          minlength=n)[:n] > 0
     out["kernels"] = pd.array(np.where(hidden, 0, out["kernels"]), dtype="Int64")
     out.loc[hidden, "kernels"] = pd.NA
+    out.loc[hidden, "graph_kernels"] = pd.NA
     out.loc[hidden, "compactness"] = pd.NA
     # Filled by classify_steps() once the GPU gaps are known.
     out["launch_wait_ns"] = np.zeros(n, dtype=np.int64)

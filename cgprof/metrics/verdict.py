@@ -1,28 +1,53 @@
 """The answer a user came for: is the step launch-bound, and what would graphs buy?
 
-For traces with eager steps the what-if estimate of a graphed step is
+Every figure here covers the analysis window (steady-state steps, see
+``StepResult.window_steps``).
 
-    graphed_ns = max(GPU busy + nodes * NODE_GAP_NS,               # the GPU side
-                     GRAPH_LAUNCH_FIXED_NS + nodes * GRAPH_LAUNCH_PER_NODE_NS)   # the host side
+What-if estimate for eager steps. A CUDA graph removes the Python and the launch call of each
+kernel between a step's first launch and its end; it keeps the GPU work, the host work that
+comes before the step's first launch (input preparation, data loading, Python up to the first
+op), one graph launch and the wait for the replay's first node. Per eager step:
 
-per step (``nodes`` = GPU operations of the step), i.e. the same work replayed back to back
-with the inter-node gap measured on an H200 (about 0.3 us) and the host cost of one
-``cudaGraphLaunch`` (about 10-15 us plus 0.5-1 us per node on bare metal). When the trace also
-holds graph launches, their measured median host time replaces the fixed launch cost. It is an
-estimate of the GPU-bound limit, not a promise: host work other than launches (Python, data
-loading, input copies) is assumed to overlap.
+    pre_ns   = first launch call start - step start                     (measured, kept)
+    gpu_side = pre_ns + latency(nodes) + gpu_busy_ns + nodes * node_gap (replay runs back to back)
+    host_side= pre_ns + graph_launch(nodes)                             (host issues one launch)
+    graphed  = max(gpu_side, host_side)
+
+with ``nodes`` = the step's GPU operations. Launch costs are host costs, so they are expressed in
+units of this host's own eager launch cost ``h`` (p50 host time of the trace's kernel launch
+calls: a slow host, e.g. a VM, launches graphs slowly too):
+
+    latency(nodes)      = (LATENCY_FIXED_H + LATENCY_PER_NODE_H * nodes) * h
+    graph_launch(nodes) = (GRAPH_LAUNCH_FIXED_H + GRAPH_LAUNCH_PER_NODE_H * nodes) * h
+
+The coefficients were measured on the machine class of the project's traces (H200, nsys
+``--cuda-graph-trace=node``, which itself adds per-node cost to a graph launch): a least-squares
+line of replay latency / h against nodes over the five graphed node-level traces in
+``traces/`` (``scripts/calibrate_estimate.py`` recomputes them), and NODE_GAP_NS is their median
+inter-node gap. When the trace holds node-level replays of its own, their median node gap
+replaces NODE_GAP_NS. The assumptions are printed with the estimate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-NODE_GAP_NS = 300
-GRAPH_LAUNCH_FIXED_NS = 12_500
-GRAPH_LAUNCH_PER_NODE_NS = 750
+from cgprof.metrics import launches as L
+
+#: Median gap between consecutive nodes of a replay (ns), H200 node-level traces.
+NODE_GAP_NS = 420
+#: Graph launch call start -> first node starts, in units of h (this host's eager launch p50).
+LATENCY_FIXED_H = 8.0
+LATENCY_PER_NODE_H = 0.054
+#: Host time of one graph launch call, in units of h.
+GRAPH_LAUNCH_FIXED_H = 2.0
+GRAPH_LAUNCH_PER_NODE_H = 0.18
+#: h when the trace has no kernel launch call to measure it from (bare-metal H200 host, ns).
+DEFAULT_HOST_LAUNCH_NS = 7_000
 
 
 @dataclass
@@ -65,12 +90,58 @@ def _calls(n: float | None) -> str:
     return f"{n:.0f} launch call{'' if round(n) == 1 else 's'}"
 
 
+def host_launch_ns(calls: pd.DataFrame, call_steps: pd.DataFrame,
+                   steps: pd.Series) -> tuple[float, str]:
+    """This host's eager launch cost h: p50 host time of kernel launch calls (outside capture)
+    in ``steps``, else anywhere in the trace, else DEFAULT_HOST_LAUNCH_NS; and where it came
+    from ("window steps", "whole trace" or "default")."""
+    kl = calls[(calls["family"] == L.KERNEL_LAUNCH) & ~calls["in_capture"]]
+    if len(kl):
+        mine = kl.merge(call_steps[call_steps["step"].isin(steps)], on=["pid", "corr_id"],
+                        how="inner")
+        if len(mine):
+            return float(np.median(mine["dur_ns"].to_numpy(np.float64))), "window steps"
+        return float(np.median(kl["dur_ns"].to_numpy(np.float64))), "whole trace"
+    return float(DEFAULT_HOST_LAUNCH_NS), "default"
+
+
+def _pre_launch_ns(steps: pd.DataFrame, calls: pd.DataFrame,
+                   call_steps: pd.DataFrame) -> np.ndarray:
+    """Per step: host time from the step's start to its first launch call (0 when none)."""
+    la = calls[calls["family"].isin([L.KERNEL_LAUNCH, L.GRAPH_LAUNCH]) & ~calls["in_capture"]]
+    la = la[["pid", "corr_id", "start_ns"]].merge(call_steps, on=["pid", "corr_id"],
+                                                   how="inner")
+    first = la.groupby("step")["start_ns"].min()
+    f = first.reindex(steps["step"].to_numpy()).to_numpy(np.float64)
+    pre = f - steps["start_ns"].to_numpy(np.float64)
+    return np.where(np.isnan(pre), 0.0, np.maximum(pre, 0.0))
+
+
+def estimate_graphed(steps: pd.DataFrame, pre_ns: np.ndarray, h_ns: float,
+                     node_gap_ns: float) -> np.ndarray:
+    """Estimated graphed step time (ns) of each eager step (see module doc)."""
+    nodes = steps["gpu_ops"].to_numpy(np.float64)
+    busy = steps["gpu_busy_ns"].to_numpy(np.float64)
+    gpu_side = pre_ns + (LATENCY_FIXED_H + LATENCY_PER_NODE_H * nodes) * h_ns + busy \
+        + nodes * node_gap_ns
+    host_side = pre_ns + (GRAPH_LAUNCH_FIXED_H + GRAPH_LAUNCH_PER_NODE_H * nodes) * h_ns
+    return np.maximum(gpu_side, host_side)
+
+
 def verdict(
     steps: pd.DataFrame,
-    graph_launch_p50_ns: float | None,
-    replay_compactness_p50: float | None = None,
+    replays: Any = None,
+    coverage: Any = None,
+    calls: pd.DataFrame | None = None,
+    call_steps: pd.DataFrame | None = None,
+    graph_trace_mode: str | None = None,
 ) -> Verdict:
-    """Summarise per-step results into a verdict (see module doc for the estimate)."""
+    """Summarise the window's steps into a verdict (see module doc for the estimate).
+
+    steps: the window steps (``StepResult.window_steps()``); replays: ReplayResult of the
+    window; coverage: CoverageResult; calls / call_steps: API calls and their steps (for this
+    host's launch cost and the host time before each step's first launch).
+    """
     if steps.empty:
         return Verdict(kind="no steps", lines=["no steps to judge"])
     eager = steps[steps["mode"] == "eager"]
@@ -85,18 +156,36 @@ def verdict(
     v.graph_launches_per_step = _p50(launches[graph.index])
     v.eager_busy_pct_p50 = _p50(eager["busy_pct"].astype("float64"))
     v.graph_busy_pct_p50 = _p50(graph["busy_pct"].astype("float64"))
-    v.replay_compactness_p50 = replay_compactness_p50
+    has_replays = replays is not None and len(replays.replays) > 0
+    v.replay_compactness_p50 = replays.summary["compactness"]["p50"] if has_replays else None
     if v.eager_step_p50_ns and v.graph_step_p50_ns:
         v.measured_speedup = v.eager_step_p50_ns / v.graph_step_p50_ns
 
-    fixed = graph_launch_p50_ns if graph_launch_p50_ns is not None else GRAPH_LAUNCH_FIXED_NS
-    v.assumptions = {"node_gap_ns": NODE_GAP_NS, "graph_launch_fixed_ns": float(fixed),
-                     "graph_launch_per_node_ns": GRAPH_LAUNCH_PER_NODE_NS}
+    if calls is None:
+        calls = pd.DataFrame({c: pd.Series(dtype="int64") for c in
+                              ("pid", "corr_id", "start_ns", "dur_ns")}).assign(
+            family=pd.Series(dtype="object"), in_capture=pd.Series(dtype="bool"))
+    if call_steps is None:
+        call_steps = pd.DataFrame({c: pd.Series(dtype="int64") for c in ("pid", "corr_id",
+                                                                           "step")})
+    h, h_source = host_launch_ns(calls, call_steps, eager["step"])
+    gap = float(NODE_GAP_NS)
+    gap_source = "H200 node-level traces"
+    own_gap = replays.summary["median_gap_ns"]["p50"] if has_replays else None
+    if own_gap is not None and replays.node_level:
+        gap, gap_source = float(own_gap), "this trace's replays"
+    v.assumptions = {
+        "host_launch_ns": h,
+        "node_gap_ns": gap,
+        "launch_latency_fixed_ns": LATENCY_FIXED_H * h,
+        "launch_latency_per_node_ns": LATENCY_PER_NODE_H * h,
+        "graph_launch_fixed_ns": GRAPH_LAUNCH_FIXED_H * h,
+        "graph_launch_per_node_ns": GRAPH_LAUNCH_PER_NODE_H * h,
+    }
     if len(eager):
-        nodes = eager["gpu_ops"].to_numpy(np.float64)
-        gpu_side = eager["gpu_busy_ns"].to_numpy(np.float64) + nodes * NODE_GAP_NS
-        host_side = fixed + nodes * GRAPH_LAUNCH_PER_NODE_NS
-        est = np.maximum(gpu_side, host_side)
+        pre = _pre_launch_ns(eager, calls, call_steps)
+        est = estimate_graphed(eager, pre, h, gap)
+        v.assumptions["kept_host_ns_p50"] = float(np.median(pre))
         v.estimated_graph_step_ns = float(np.median(est))
         if v.eager_step_p50_ns:
             v.estimated_speedup = v.eager_step_p50_ns / v.estimated_graph_step_ns
@@ -112,15 +201,27 @@ def verdict(
         lines.append(
             f"if graphed (estimate): ~{_us(v.estimated_graph_step_ns)} per step, "
             f"~{v.estimated_speedup or 0:.1f}x")
+        a = v.assumptions
+        lines.append(
+            f"  assumes: this host launches a kernel in {_us(h)} (p50, {h_source}); a graph "
+            f"launch costs {_us(a['graph_launch_fixed_ns'])} + "
+            f"{a['graph_launch_per_node_ns'] / 1000:.2f} us/node of host time and its first "
+            f"node starts {_us(a['launch_latency_fixed_ns'])} + "
+            f"{a['launch_latency_per_node_ns'] / 1000:.2f} us/node after the call; nodes run "
+            f"back to back {gap / 1000:.2f} us apart ({gap_source}); host work before each "
+            f"step's first launch stays ({_us(a['kept_host_ns_p50'])} p50), Python between "
+            f"launches goes")
     if len(graph):
         if not len(eager):
             v.kind = "graphed"
-        compact = ("" if replay_compactness_p50 is None
-                   else f", replay compactness {replay_compactness_p50:.3f}")
+        compact = ("" if v.replay_compactness_p50 is None
+                   else f", replay compactness {v.replay_compactness_p50:.3f}")
         lines.append(
             f"graphed steps: {len(graph)}: step p50 {_us(v.graph_step_p50_ns)}, GPU busy "
             f"{v.graph_busy_pct_p50 or 0:.0f}% of it, {_calls(v.graph_launches_per_step)} "
             f"per step{compact}")
+    if coverage is not None:
+        lines.extend(_coverage_lines(coverage, graph))
     if v.measured_speedup is not None:
         lines.append(
             f"measured: eager {_us(v.eager_step_p50_ns)} -> graphed {_us(v.graph_step_p50_ns)} "
@@ -131,3 +232,41 @@ def verdict(
         lines.append("only warm-up and capture steps: nothing steady to judge (see --skip)")
     v.lines = lines
     return v
+
+
+def _steps_list(steps: list[int], limit: int = 8) -> str:
+    shown = ", ".join(str(s) for s in steps[:limit])
+    return shown + (f", ... ({len(steps)} in all)" if len(steps) > limit else "")
+
+
+def _coverage_lines(coverage: Any, graph: pd.DataFrame) -> list[str]:
+    """Partial graphs, re-capture and fallback, one line each (only when they occur)."""
+    out = []
+    partial = graph[graph["kernel_launches"] > 0]
+    if len(partial):
+        per = coverage.eager_per_step
+        k, gpu = per.get("kernel_launches", 0.0), per.get("gpu_ns")
+        top = coverage.eager_top
+        names = ", ".join(f"{_short(r.name)} ({r.kernels:g}x, {r.gpu_ns / 1000:.1f} us)"
+                          for r in top.head(3).itertuples()) or "n/a"
+        host = per.get("launch_host_ns")
+        out.append(
+            f"graphed steps still launch {k:.0f} kernel{'' if round(k) == 1 else 's'} eagerly "
+            f"per step ({len(partial)} of {len(graph)} steps): {_us(gpu)} of GPU outside replays, "
+            f"{_us(host)} of host launch time: top: {names}")
+    recap, fall = coverage.recapture_steps, coverage.fallback_steps
+    if recap or fall:
+        parts = []
+        if recap:
+            parts.append(f"{len(recap)} step{'' if len(recap) == 1 else 's'} re-captured a "
+                         f"graph in steady state (steps {_steps_list(recap)})")
+        if fall:
+            parts.append(f"{len(fall)} step{'' if len(fall) == 1 else 's'} fell back to eager "
+                         f"after graphs had replayed (steps {_steps_list(fall)})")
+        out.append("; ".join(parts))
+    return out
+
+
+def _short(name: str, limit: int = 48) -> str:
+    name = str(name)
+    return name if len(name) <= limit else name[: limit - 3] + "..."

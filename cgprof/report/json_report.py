@@ -78,6 +78,14 @@ def result_to_dict(result: Any, _lazy: bool = False) -> dict[str, Any]:
                   for k, v in result.info.items()},
         "verdict": {k: _scalar(v) if not isinstance(v, (list, dict)) else v
                     for k, v in dataclasses.asdict(result.verdict).items()},
+        "coverage": {
+            "summary": {k: _scalar(v) for k, v in result.coverage.summary.items()},
+            "eager_top": table(result.coverage.eager_top),
+            "eager_per_step": {k: _scalar(v) for k, v in result.coverage.eager_per_step.items()},
+            "recapture_steps": list(result.coverage.recapture_steps),
+            "fallback_steps": list(result.coverage.fallback_steps),
+        },
+        "summaries_scope": "whole trace, as nsys stats",
         "launches": table(result.launches),
         "api_summary": table(result.api_summary),
         "kernel_summary": table(result.kernel_summary),

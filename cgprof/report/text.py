@@ -61,6 +61,9 @@ def render(result: Any) -> str:
         skipped = f", first {st.skipped} skipped" if st.skipped else ""
         out.append(f"steps: {len(st.steps)} instances of NVTX range '{st.name}' "
                    f"({st.source}{skipped})")
+    out.append(f"analysis window: {info['window_reason']}; every table below covers it (the "
+               "per-name kernel/API/NVTX summaries in --json and --html cover the whole trace, "
+               "as nsys stats)")
     if mode == "graph":
         out.append("note: graph-granularity trace: replayed kernels are not in the kernel table; "
                    "busy time comes from whole-replay rows, and node figures are unavailable "
@@ -69,7 +72,7 @@ def render(result: Any) -> str:
     out.append("Verdict")
     out.extend(f"  {line}" for line in result.verdict.lines)
     out.append("")
-    out.append("Host launch calls (outside stream capture)")
+    out.append("Host launch calls (window steps, outside stream capture)")
     rows = [[r.family, r.calls, r.captured_calls, fmt_us(r.host_ns), fmt_us(r.avg_ns, 2)]
             for r in result.launches.itertuples()]
     out.append(table(["family", "calls", "in capture", "host us", "avg us"], rows))
@@ -78,13 +81,15 @@ def render(result: Any) -> str:
     out.append("")
     out.extend(_replays(result))
     out.append("")
+    out.extend(_coverage(result))
+    out.append("")
     out.extend(_steps(result))
     return "\n".join(out) + "\n"
 
 
 def _gaps(result: Any) -> list[str]:
     g = result.gaps
-    out = ["GPU busy and idle (analysed window: the steps)" if result.steps.source != "whole-trace"
+    out = ["GPU busy and idle (analysis window)" if result.steps.source != "whole-trace"
            else "GPU busy and idle (first to last GPU operation)"]
     if g.devices.empty:
         return out + ["  no GPU activity in the window"]
@@ -105,9 +110,9 @@ def _replays(result: Any) -> list[str]:
     r = result.replays
     n = len(r.replays)
     if n == 0:
-        return ["Graph replays: none (no cudaGraphLaunch calls)"]
+        return ["Graph replays: none in the window (no cudaGraphLaunch calls)"]
     s = r.summary
-    out = [f"Graph replays: {n}" + ("" if r.node_level else
+    out = [f"Graph replays launched in window steps: {n}" + ("" if r.node_level else
                                     " (graph-granularity trace: node figures unavailable)")]
     rows = []
     for key, label, conv in (
@@ -155,11 +160,40 @@ def _compactness_hints(r: Any) -> list[str]:
     return out
 
 
+def _pct(share: Any) -> str:
+    return "-" if share is None else f"{100.0 * share:.1f}%"
+
+
+def _coverage(result: Any) -> list[str]:
+    """Graph coverage of the window steps and, when some still run eagerly, what."""
+    c = result.coverage
+    s = c.summary
+    out = [f"Graph coverage (window steps): kernels inside replays {_pct(s['graph_kernel_share'])}"
+           f", GPU time inside replays {_pct(s['graph_gpu_share'])}; per step p50: "
+           f"{s['kernel_launches_per_step_p50']:.0f} kernel launches, "
+           f"{s['graph_launches_per_step_p50']:.0f} graph launches, "
+           f"{s['memcpy_calls_per_step_p50']:.0f} memcpy calls, "
+           f"{s['sync_calls_per_step_p50']:.0f} sync calls; re-captures {s['recaptures']}, "
+           f"fallbacks {s['fallbacks']}"]
+    if s["partial_steps"] and len(c.eager_top):
+        out.append("  still eager in partially graphed steps (per window step):")
+        rows = [[_short(r.name), fmt_num(float(r.kernels), 2), fmt_us(r.gpu_ns, 2), r.launch_api,
+                 fmt_us(r.launch_host_ns, 2)] for r in c.eager_top.itertuples()]
+        out.append(table(["kernel", "kernels", "GPU us", "launched by", "launch host us"], rows,
+                         indent="    "))
+    return out
+
+
+def _short(name: Any, limit: int = 60) -> str:
+    name = str(name)
+    return name if len(name) <= limit else name[: limit - 3] + "..."
+
+
 def _steps(result: Any) -> list[str]:
     df = result.steps.steps
     if df.empty:
         return ["Steps: none"]
-    out = ["Steps (times in us)"]
+    out = ["Steps (times in us; window: in the analysis window)"]
     if len(df) > 2 * HEAD_TAIL + 1:
         shown = pd.concat([df.head(HEAD_TAIL), df.tail(HEAD_TAIL)])
         cut = True
@@ -168,13 +202,16 @@ def _steps(result: Any) -> list[str]:
     rows = []
     for i, r in enumerate(shown.itertuples()):
         if cut and i == HEAD_TAIL:
-            rows.append(["..."] + [""] * 11)
+            rows.append(["..."] + [""] * 14)
         rows.append([
-            r.step, r.group or "-", r.mode, fmt_us(r.dur_ns), fmt_us(r.effective_ns),
-            r.kernel_launches, r.graph_launches, fmt_num(r.kernels), fmt_us(r.gpu_busy_ns),
-            fmt_us(r.gpu_idle_ns), fmt_num(r.compactness, 3), "yes" if r.launch_bound else "no",
+            r.step, r.group or "-", r.mode, "yes" if r.in_window else "no", fmt_us(r.dur_ns),
+            fmt_us(r.effective_ns), r.kernel_launches, r.graph_launches, fmt_num(r.kernels),
+            fmt_num(r.graph_kernels), fmt_us(r.gpu_busy_ns), fmt_us(r.gpu_idle_ns),
+            fmt_num(r.compactness, 3), "yes" if r.launch_bound else "no",
+            ", ".join(x for x, on in (("recapture", r.recapture), ("fallback", r.fallback)) if on)
+            or "-",
         ])
-    out.append(table(["step", "group", "mode", "host", "effective", "kernel launches",
-                      "graph launches", "kernels", "GPU busy", "GPU idle", "compact",
-                      "launch-bound"], rows))
+    out.append(table(["step", "group", "mode", "window", "host", "effective", "kernel launches",
+                      "graph launches", "kernels", "in graphs", "GPU busy", "GPU idle",
+                      "compact", "launch-bound", "note"], rows))
     return out
