@@ -78,8 +78,6 @@ DEFAULT_REGRESSIONS = {
     "compactness_p50": 0.05,
 }
 
-STEADY_MODES = ("eager", "graph")
-
 #: Figures that count things: integers in every output.
 COUNT_FIGURES = ("steps", "recaptures", "fallbacks")
 
@@ -112,72 +110,43 @@ def _quantile(values: list[float], q: float) -> float | None:
     return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
 
 
+def _typed(figs: dict[str, Any]) -> dict[str, float | None]:
+    """Every figure in :data:`FIGURES` order; counts as ints, the rest as floats or None."""
+    out: dict[str, float | None] = {}
+    for name in FIGURES:
+        v = _num(figs.get(name))
+        out[name] = int(v) if v is not None and name in COUNT_FIGURES else v
+    return out
+
+
 def _figures_from(steps: list[dict[str, Any]], compactness_p50: Any,
-                  devices: list[dict[str, Any]], coverage: dict[str, Any] | None
+                  devices: list[dict[str, Any]], coverage: dict[str, Any]
                   ) -> dict[str, float | None]:
     """Figures from plain records: the step table, replay compactness p50, the device table
-    and the coverage summary (None for an analysis made before coverage existed)."""
-    steady = _window_steps(steps)
-    eff = [_num(s.get("effective_ns")) for s in steady]
-    out: dict[str, float | None] = {
-        "steps": None,
-        "step_p50_ns": _quantile([v for v in eff if v is not None], 0.5),
-        "step_p99_ns": _quantile([v for v in eff if v is not None], 0.99),
-        "compactness_p50": _num(compactness_p50),
-    }
-    window = sum(_num(d.get("window_ns")) or 0 for d in devices)
+    and the analysis window's coverage summary (cgprof.metrics.coverage.CoverageResult)."""
+    eff = [v for v in (_num(s.get("effective_ns")) for s in _window_steps(steps))
+           if v is not None]
     idle = [_num(d.get("idle_pct")) for d in devices if (_num(d.get("window_ns")) or 0) > 0]
-    out["gpu_idle_pct"] = max((v for v in idle if v is not None), default=None) \
-        if window > 0 else None
-    if coverage is not None:
-        out["steps"] = _num(coverage.get("steps"))
-        out["launch_calls_per_step"] = _num(coverage.get("launch_calls_per_step_p50"))
-        out["graph_kernel_share"] = _num(coverage.get("graph_kernel_share"))
-        out["graph_gpu_share"] = _num(coverage.get("graph_gpu_share"))
-        out["recaptures"] = _num(coverage.get("recaptures"))
-        out["fallbacks"] = _num(coverage.get("fallbacks"))
-        out["sync_calls_per_step"] = _num(coverage.get("sync_calls_per_step_p50"))
-    else:
-        out.update(_coverage_from_steps(steps))
-    for name in COUNT_FIGURES:
-        if out.get(name) is not None:
-            out[name] = int(out[name])  # type: ignore[arg-type]
-    return {name: out.get(name) for name in FIGURES}
+    return _typed({
+        "steps": coverage.get("steps"),
+        "step_p50_ns": _quantile(eff, 0.5),
+        "step_p99_ns": _quantile(eff, 0.99),
+        "launch_calls_per_step": coverage.get("launch_calls_per_step_p50"),
+        "graph_kernel_share": coverage.get("graph_kernel_share"),
+        "graph_gpu_share": coverage.get("graph_gpu_share"),
+        "compactness_p50": compactness_p50,
+        "gpu_idle_pct": max((v for v in idle if v is not None), default=None),
+        "recaptures": coverage.get("recaptures"),
+        "fallbacks": coverage.get("fallbacks"),
+        "sync_calls_per_step": coverage.get("sync_calls_per_step_p50"),
+    })
 
 
 def _window_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The steps of the analysis window: ``in_window`` rows (every row when none is, as
-    ``StepResult.window_steps``); for step tables without that column, eager and graph steps."""
-    if steps and "in_window" in steps[0]:
-        sel = [s for s in steps if s.get("in_window")]
-        return sel or steps
-    return [s for s in steps if s.get("mode") in STEADY_MODES]
-
-
-def _coverage_from_steps(steps: list[dict[str, Any]]) -> dict[str, float | None]:
-    """Coverage figures for an analysis without a ``coverage`` section (cgprof before the
-    analysis window existed): steady state = eager and graph steps; re-captures and fallbacks
-    are capture and eager steps after the first graph step; shares count the steady steps'
-    kernels (a graph step's kernels all ran in replays)."""
-    steady = [s for s in steps if s.get("mode") in STEADY_MODES]
-    first_graph = next((i for i, s in enumerate(steps) if s.get("mode") == "graph"), None)
-    after = steps[first_graph:] if first_graph is not None else []
-    launch = [(_num(s.get("kernel_launches")) or 0) + (_num(s.get("graph_launches")) or 0)
-              for s in steady]
-    kernels = [_num(s.get("kernels")) for s in steady]
-    graph_k = sum(k or 0 for s, k in zip(steady, kernels, strict=True) if s.get("mode") == "graph")
-    total_k = sum(k or 0 for k in kernels)
-    busy = [_num(s.get("gpu_busy_ns")) or 0 for s in steady]
-    graph_b = sum(b for s, b in zip(steady, busy, strict=True) if s.get("mode") == "graph")
-    return {
-        "steps": float(len(steady)),
-        "launch_calls_per_step": _quantile(launch, 0.5),
-        "graph_kernel_share": graph_k / total_k if total_k else None,
-        "graph_gpu_share": graph_b / sum(busy) if sum(busy) else None,
-        "recaptures": float(sum(1 for s in after if s.get("mode") == "capture")),
-        "fallbacks": float(sum(1 for s in after if s.get("mode") == "eager")),
-        "sync_calls_per_step": _quantile([_num(s.get("sync_calls")) or 0 for s in steady], 0.5),
-    }
+    """The steps of the analysis window: ``in_window`` rows, every row when none is (as
+    ``StepResult.window_steps``)."""
+    sel = [s for s in steps if s.get("in_window")]
+    return sel or steps
 
 
 def figures(result: Any) -> dict[str, float | None]:
@@ -188,22 +157,19 @@ def figures(result: Any) -> dict[str, float | None]:
     """
     if isinstance(result, dict):
         if result.get("kind") == BASELINE_KIND:
-            figs = result.get("figures") or {}
-            return {name: _num(figs.get(name)) for name in FIGURES}
+            return _typed(result.get("figures") or {})
         steps = result.get("steps", {}).get("steps", [])
         comp = (result.get("replays", {}).get("summary", {}).get("compactness") or {}).get("p50")
         devices = result.get("gpu", {}).get("devices", [])
         cov = result.get("coverage")
         if isinstance(cov, dict) and isinstance(cov.get("summary"), dict):
             cov = cov["summary"]
-        return _figures_from(steps, comp, devices, cov if isinstance(cov, dict) else None)
+        return _figures_from(steps, comp, devices, cov if isinstance(cov, dict) else {})
     from cgprof.report.json_report import frame_records
 
     comp = (result.replays.summary.get("compactness") or {}).get("p50")
-    cov = getattr(result, "coverage", None)
     return _figures_from(frame_records(result.steps.steps), comp,
-                         frame_records(result.gaps.devices),
-                         dict(cov.summary) if cov is not None else None)
+                         frame_records(result.gaps.devices), dict(result.coverage.summary))
 
 
 def baseline_document(figs: dict[str, float | None], source: str) -> dict[str, Any]:
@@ -234,8 +200,14 @@ def _load_json(path: Path) -> dict[str, Any]:
     if "traces" in doc:
         raise CheckConfigError(
             f"{path}: holds {len(doc['traces'])} traces; give the JSON of one trace")
-    if doc.get("kind") != BASELINE_KIND and not isinstance(doc.get("steps"), dict):
-        raise CheckConfigError(f"{path}: not a cgprof analyze or baseline document (no steps)")
+    if doc.get("kind") != BASELINE_KIND:
+        if not isinstance(doc.get("steps"), dict):
+            raise CheckConfigError(
+                f"{path}: not a cgprof analyze or baseline document (no steps)")
+        if not isinstance(doc.get("coverage"), dict):
+            raise CheckConfigError(
+                f"{path}: written by a cgprof without the analysis window's coverage "
+                "figures; re-run `cgprof analyze --json` on its trace")
     return doc
 
 
