@@ -62,8 +62,9 @@ FIGURES: dict[str, tuple[str, str]] = {
     "graph_gpu_share": ("higher", "share of GPU busy time inside graph replays (0..1)"),
     "compactness_p50": ("higher", "median replay compactness (busy / span)"),
     "gpu_idle_pct": ("lower", "GPU idle % of the analysis window (worst device)"),
-    "recaptures": ("lower", "graph captures after the first replay"),
-    "fallbacks": ("lower", "eager steps after the first replay"),
+    "recaptures": ("lower", "window steps that captured or instantiated a graph after "
+                            "replays began"),
+    "fallbacks": ("lower", "window steps without a graph launch after replays began"),
     "sync_calls_per_step": ("lower", "host synchronize calls per step (median)"),
 }
 

@@ -140,6 +140,8 @@ ABSOLUTE = [
     ("min", "graph_kernel_share=0.95"),
     ("min", "graph_gpu_share=0.95"),
     ("min", "compactness_p50=0.8"),
+    ("max", "gpu_idle_pct=50"),
+    ("max", "step_p50_ns=5000000"),
 ]
 
 
