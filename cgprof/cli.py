@@ -41,10 +41,11 @@ def main() -> None:
 
 
 def _register() -> None:
-    from cgprof.commands import analyze, cache, diff, record, run
+    from cgprof.commands import analyze, cache, check, diff, record, run
 
-    for module in (analyze, record, diff, run, cache):
+    for module in (analyze, record, diff, run, check, cache):
         main.add_command(module.command)
+    main.add_command(check.history_command)
 
 
 _register()

@@ -1,0 +1,605 @@
+"""`cgprof check`: gate a run on CUDA Graph health, absolutely and against a baseline.
+
+The pieces, all pure data except the loaders and the history writer:
+
+- :func:`figures` is the one place that turns an analysis (an :class:`AnalysisResult`, the
+  document ``cgprof analyze --json`` writes, or a baseline from ``--save-baseline``) into
+  named figures (:data:`FIGURES`). Rules only ever see these figures, so one trace, a saved
+  baseline and (later) each rank of a multi-rank trace are checked the same way.
+- A :class:`Rule` is data: ``max``/``min`` with an absolute ``limit``, or ``regress`` with a
+  relative ``tolerance`` against the baseline's value of the same figure.
+- :func:`evaluate` applies rules to one set of figures (and the baseline's) and returns a
+  :class:`CheckResult`; renderers live in :mod:`cgprof.report.check_report`.
+- :func:`load_config` reads ``[tool.cgprof.check]`` from the nearest ``pyproject.toml`` or a
+  ``--config`` file; :func:`parse_rule` reads the command line's ``FIGURE=LIMIT`` forms.
+- :func:`append_history` / :func:`read_history` keep a SQLite log of checked runs.
+
+Every problem with the user's input raises :class:`CheckConfigError` with one line naming the
+file and what is wrong; the command maps it to exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cgprof.errors import CgprofError
+
+__all__ = [
+    "BASELINE_KIND",
+    "FIGURES",
+    "CheckConfig",
+    "CheckConfigError",
+    "CheckResult",
+    "Rule",
+    "RuleResult",
+    "append_history",
+    "baseline_document",
+    "evaluate",
+    "figures",
+    "load_config",
+    "load_figures",
+    "parse_rule",
+    "parse_tolerance",
+    "read_history",
+]
+
+#: Figure name -> (which way is better, what it is). Units are in the names.
+FIGURES: dict[str, tuple[str, str]] = {
+    "steps": ("higher", "steps in the analysis window"),
+    "step_p50_ns": ("lower", "median step time (effective_ns: host range or GPU span)"),
+    "step_p99_ns": ("lower", "99th percentile step time"),
+    "launch_calls_per_step": ("lower", "kernel + graph launch calls per step (median)"),
+    "graph_kernel_share": ("higher", "share of kernels that ran inside graph replays (0..1)"),
+    "graph_gpu_share": ("higher", "share of GPU busy time inside graph replays (0..1)"),
+    "compactness_p50": ("higher", "median replay compactness (busy / span)"),
+    "gpu_idle_pct": ("lower", "GPU idle % of the analysis window (worst device)"),
+    "recaptures": ("lower", "window steps that captured or instantiated a graph after "
+                            "replays began"),
+    "fallbacks": ("lower", "window steps without a graph launch after replays began"),
+    "sync_calls_per_step": ("lower", "host synchronize calls per step (median)"),
+}
+
+#: The ``kind`` of the document ``cgprof check --save-baseline`` writes.
+BASELINE_KIND = "cgprof-check-baseline"
+
+#: Regression rules used when a baseline is given and no regression rule is configured.
+DEFAULT_REGRESSIONS = {
+    "step_p50_ns": 0.05,
+    "step_p99_ns": 0.10,
+    "launch_calls_per_step": 0.05,
+    "compactness_p50": 0.05,
+}
+
+#: Figures that count things: integers in every output.
+COUNT_FIGURES = ("steps", "recaptures", "fallbacks")
+
+
+class CheckConfigError(CgprofError):
+    """Bad rule, configuration or baseline: `cgprof check` exits 2."""
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated quantile (numpy's default), None when empty."""
+    vals = sorted(v for v in values if v is not None and not math.isnan(v))
+    if not vals:
+        return None
+    pos = q * (len(vals) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(vals) - 1)
+    return vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
+
+
+def _typed(figs: dict[str, Any]) -> dict[str, float | None]:
+    """Every figure in :data:`FIGURES` order; counts as ints, the rest as floats or None."""
+    out: dict[str, float | None] = {}
+    for name in FIGURES:
+        v = _num(figs.get(name))
+        out[name] = int(v) if v is not None and name in COUNT_FIGURES else v
+    return out
+
+
+def _figures_from(steps: list[dict[str, Any]], compactness_p50: Any,
+                  devices: list[dict[str, Any]], coverage: dict[str, Any]
+                  ) -> dict[str, float | None]:
+    """Figures from plain records: the step table, replay compactness p50, the device table
+    and the analysis window's coverage summary (cgprof.metrics.coverage.CoverageResult)."""
+    eff = [v for v in (_num(s.get("effective_ns")) for s in _window_steps(steps))
+           if v is not None]
+    idle = [_num(d.get("idle_pct")) for d in devices if (_num(d.get("window_ns")) or 0) > 0]
+    return _typed({
+        "steps": coverage.get("steps"),
+        "step_p50_ns": _quantile(eff, 0.5),
+        "step_p99_ns": _quantile(eff, 0.99),
+        "launch_calls_per_step": coverage.get("launch_calls_per_step_p50"),
+        "graph_kernel_share": coverage.get("graph_kernel_share"),
+        "graph_gpu_share": coverage.get("graph_gpu_share"),
+        "compactness_p50": compactness_p50,
+        "gpu_idle_pct": max((v for v in idle if v is not None), default=None),
+        "recaptures": coverage.get("recaptures"),
+        "fallbacks": coverage.get("fallbacks"),
+        "sync_calls_per_step": coverage.get("sync_calls_per_step_p50"),
+    })
+
+
+def _window_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps of the analysis window: ``in_window`` rows, every row when none is (as
+    ``StepResult.window_steps``)."""
+    sel = [s for s in steps if s.get("in_window")]
+    return sel or steps
+
+
+def figures(result: Any) -> dict[str, float | None]:
+    """Named figures (:data:`FIGURES`) of one analysis; None where the trace cannot say.
+
+    ``result`` is an :class:`~cgprof.metrics.AnalysisResult`, the one-trace document of
+    ``cgprof analyze --json`` (a dict), or a baseline document from :func:`baseline_document`.
+    """
+    if isinstance(result, dict):
+        if result.get("kind") == BASELINE_KIND:
+            return _typed(result.get("figures") or {})
+        steps = result.get("steps", {}).get("steps", [])
+        comp = (result.get("replays", {}).get("summary", {}).get("compactness") or {}).get("p50")
+        devices = result.get("gpu", {}).get("devices", [])
+        cov = result.get("coverage")
+        if isinstance(cov, dict) and isinstance(cov.get("summary"), dict):
+            cov = cov["summary"]
+        return _figures_from(steps, comp, devices, cov if isinstance(cov, dict) else {})
+    from cgprof.report.json_report import frame_records
+
+    comp = (result.replays.summary.get("compactness") or {}).get("p50")
+    return _figures_from(frame_records(result.steps.steps), comp,
+                         frame_records(result.gaps.devices), dict(result.coverage.summary))
+
+
+def baseline_document(figs: dict[str, float | None], source: str) -> dict[str, Any]:
+    """What ``cgprof check --save-baseline`` writes: the figures of one run, versioned."""
+    from cgprof import __version__
+    from cgprof.metrics import JSON_SCHEMA_VERSION
+
+    return {"schema_version": JSON_SCHEMA_VERSION, "kind": BASELINE_KIND,
+            "cgprof_version": __version__, "source": source,
+            "figures": {k: figs.get(k) for k in FIGURES}}
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    from cgprof.metrics import JSON_SCHEMA_VERSION
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckConfigError(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise CheckConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(doc, dict) or "schema_version" not in doc:
+        raise CheckConfigError(f"{path}: not a cgprof JSON document (no schema_version)")
+    if doc["schema_version"] != JSON_SCHEMA_VERSION:
+        raise CheckConfigError(
+            f"{path}: written with JSON schema_version {doc['schema_version']!r}; this cgprof "
+            f"reads {JSON_SCHEMA_VERSION} (re-create it with this cgprof)")
+    if "traces" in doc:
+        raise CheckConfigError(
+            f"{path}: holds {len(doc['traces'])} traces; give the JSON of one trace")
+    if doc.get("kind") != BASELINE_KIND:
+        if not isinstance(doc.get("steps"), dict):
+            raise CheckConfigError(
+                f"{path}: not a cgprof analyze or baseline document (no steps)")
+        if not isinstance(doc.get("coverage"), dict):
+            raise CheckConfigError(
+                f"{path}: written by a cgprof without the analysis window's coverage "
+                "figures; re-run `cgprof analyze --json` on its trace")
+    return doc
+
+
+def _is_json(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64).lstrip()
+    except OSError:
+        return False
+    return head.startswith(b"{")
+
+
+def load_figures(path: str | Path, step: str | None = None, skip: int = 0
+                 ) -> tuple[dict[str, float | None], Any]:
+    """Figures of a trace or a JSON document; also the AnalysisResult (None for JSON)."""
+    path = Path(path)
+    if path.is_file() and _is_json(path):
+        return figures(_load_json(path)), None
+    from cgprof.metrics import analyze
+
+    result = analyze(path, step=step, skip=skip)
+    return figures(result), result
+
+
+# --- rules -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One check. ``op``: "max" / "min" against ``limit``, or "regress" against the baseline
+    with relative ``tolerance`` (0.05 = 5%) in the figure's worse direction."""
+
+    figure: str
+    op: str
+    limit: float | None = None
+    tolerance: float | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.op}_{self.figure}"
+
+
+@dataclass
+class RuleResult:
+    """A rule applied: status "pass", "fail" or "skip" (a regression rule whose baseline has
+    no value), the figure's value, the limit it was held to, the baseline's value."""
+
+    rule: Rule
+    status: str
+    value: float | None
+    limit: float | None
+    baseline: float | None
+    message: str
+
+
+@dataclass
+class CheckResult:
+    """All rules applied to one run."""
+
+    source: str
+    baseline_source: str | None
+    figures: dict[str, float | None]
+    baseline_figures: dict[str, float | None] | None
+    results: list[RuleResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[RuleResult]:
+        return [r for r in self.results if r.status == "fail"]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(1 for r in self.results if r.status == s) for s in ("pass", "fail", "skip")}
+
+
+def fmt(v: float | None, figure: str = "") -> str:
+    """A figure for people: times (``*_ns``) in us or ms, integers plainly, else 4 significant
+    digits."""
+    if v is None:
+        return "n/a"
+    if figure.endswith("_ns"):
+        return f"{v / 1e6:.3f} ms" if abs(v) >= 1e6 else f"{v / 1e3:.1f} us"
+    if float(v).is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.4g}"
+
+
+def _check_figure(figure: str, where: str) -> None:
+    if figure not in FIGURES:
+        raise CheckConfigError(
+            f"{where}: unknown figure '{figure}' (known: {', '.join(FIGURES)})")
+
+
+def parse_tolerance(text: Any, where: str) -> float:
+    """``"5%"`` -> 0.05. Only percentages: a bare 0.05 could mean 5% or 0.05%."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", text) if isinstance(text, str) else None
+    if m is None:
+        raise CheckConfigError(f"{where}: tolerance {text!r} must be a percentage like '5%'")
+    return float(m.group(1)) / 100.0
+
+
+def _limit(value: Any, where: str) -> float:
+    """A rule's limit: a TOML number, or the text after ``=`` on the command line."""
+    if isinstance(value, str):
+        try:
+            f = float(value)
+        except ValueError:
+            f = math.nan
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        f = float(value)
+    else:
+        f = math.nan
+    if math.isnan(f) or math.isinf(f):
+        raise CheckConfigError(f"{where}: limit {value!r} is not a number")
+    return f
+
+
+def parse_rule(op: str, text: str, where: str = "") -> Rule:
+    """``--max FIGURE=LIMIT``, ``--min FIGURE=LIMIT``, ``--regress FIGURE=TOL%``."""
+    where = where or f"--{op} {text}"
+    figure, sep, value = text.partition("=")
+    if not sep or not figure.strip() or not value.strip():
+        raise CheckConfigError(f"{where}: expected FIGURE=VALUE")
+    figure = figure.strip()
+    _check_figure(figure, where)
+    if op == "regress":
+        return Rule(figure, op, tolerance=parse_tolerance(value, where))
+    return Rule(figure, op, limit=_limit(value.strip(), where))
+
+
+def evaluate(rules: list[Rule], figs: dict[str, float | None],
+             baseline: dict[str, float | None] | None = None, source: str = "",
+             baseline_source: str | None = None) -> CheckResult:
+    """Apply ``rules`` to one run's figures (one rank's, where a trace holds several)."""
+    out = CheckResult(source=source, baseline_source=baseline_source, figures=figs,
+                      baseline_figures=baseline)
+    for rule in rules:
+        value = figs.get(rule.figure)
+        base = baseline.get(rule.figure) if baseline is not None else None
+
+        def f(v: float | None, figure: str = rule.figure) -> str:
+            return fmt(v, figure)
+
+        if rule.op in ("max", "min"):
+            limit = rule.limit
+            if value is None:
+                status, msg = "fail", f"{rule.figure} is not measured in this run"
+            elif (value <= limit) if rule.op == "max" else (value >= limit):  # type: ignore
+                status, msg = "pass", ""
+            else:
+                word = "above" if rule.op == "max" else "below"
+                status, msg = "fail", f"{rule.figure} {f(value)} is {word} {f(limit)}"
+        elif rule.op == "regress":
+            if baseline is None:
+                raise CheckConfigError(
+                    f"regression rule {rule.figure} needs a baseline (--baseline)")
+            tol = rule.tolerance or 0.0
+            lower_better = FIGURES[rule.figure][0] == "lower"
+            if base is None:
+                status, limit, msg = "skip", None, "the baseline has no value"
+            else:
+                limit = base * (1 + tol) if lower_better else base * (1 - tol)
+                if value is None:
+                    status, msg = "fail", f"{rule.figure} is not measured in this run but " \
+                                          f"the baseline has {f(base)}"
+                elif (value <= limit) if lower_better else (value >= limit):
+                    status, msg = "pass", ""
+                else:
+                    change = (value - base) / base * 100 if base else math.inf
+                    status, msg = "fail", (f"{rule.figure} {f(value)} vs baseline {f(base)} "
+                                           f"({change:+.1f}%, tolerance {tol * 100:g}%)")
+        else:
+            raise CheckConfigError(f"unknown rule operator {rule.op!r}")
+        out.results.append(RuleResult(rule, status, value, limit, base, msg))
+    return out
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+@dataclass
+class CheckConfig:
+    """Rules and options from a TOML table; ``path`` is the file they came from."""
+
+    rules: list[Rule] = field(default_factory=list)
+    baseline: Path | None = None
+    step: str | None = None
+    skip: int | None = None
+    history: Path | None = None
+    path: Path | None = None
+
+
+def _toml_load(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise CheckConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CheckConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
+def _table(doc: dict[str, Any]) -> dict[str, Any] | None:
+    t = doc.get("tool", {})
+    t = t.get("cgprof", {}) if isinstance(t, dict) else None
+    t = t.get("check") if isinstance(t, dict) else None
+    return t if isinstance(t, dict) else None
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest ``pyproject.toml`` from ``start`` upward with a [tool.cgprof.check] table."""
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file() and _table(_toml_load(candidate)) is not None:
+            return candidate
+    return None
+
+
+def load_config(path: Path | None = None, cwd: Path | None = None) -> CheckConfig:
+    """Read ``path`` (``--config``), else the nearest pyproject.toml's [tool.cgprof.check].
+
+    In a ``--config`` file the keys sit in [tool.cgprof.check] or at the top level. Keys:
+    ``max_FIGURE`` / ``min_FIGURE`` = number, a ``[...regress]`` table of FIGURE = "5%",
+    ``baseline``, ``history`` (paths relative to the file), ``step``, ``skip``.
+    """
+    if path is None:
+        path = find_pyproject((cwd or Path.cwd()).resolve())
+        if path is None:
+            return CheckConfig()
+        table = _table(_toml_load(path)) or {}
+        where = f"{path}: [tool.cgprof.check]"
+    else:
+        if not path.is_file():
+            raise CheckConfigError(f"{path}: config file not found")
+        doc = _toml_load(path)
+        found = _table(doc)
+        where = f"{path}: [tool.cgprof.check]" if found is not None else f"{path}:"
+        table = found if found is not None else doc
+    cfg = CheckConfig(path=path)
+    base_dir = path.parent
+    for key, value in table.items():
+        op, _, figure = key.partition("_")
+        if op in ("max", "min") and figure in FIGURES:
+            cfg.rules.append(Rule(figure, op, limit=_limit(value, f"{where} {key}")))
+        elif key == "regress":
+            if not isinstance(value, dict):
+                raise CheckConfigError(f"{where} regress must be a table of FIGURE = \"5%\"")
+            for fig, tol in value.items():
+                _check_figure(fig, f"{where} regress")
+                cfg.rules.append(Rule(fig, "regress",
+                                      tolerance=parse_tolerance(tol, f"{where} regress.{fig}")))
+        elif key in ("baseline", "history"):
+            if not isinstance(value, str) or not value:
+                raise CheckConfigError(f"{where} {key} must be a path (a string)")
+            setattr(cfg, key, base_dir / value)
+        elif key == "step":
+            if not isinstance(value, str) or not value:
+                raise CheckConfigError(f"{where} step must be a string NAME[@DOMAIN]")
+            cfg.step = value
+        elif key == "skip":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise CheckConfigError(f"{where} skip must be a whole number >= 0")
+            cfg.skip = value
+        else:
+            known = ", ".join([f"max_{f}" for f in FIGURES] + ["min_FIGURE", "regress",
+                              "baseline", "history", "step", "skip"])
+            raise CheckConfigError(f"{where} unknown key '{key}' (known: {known})")
+    return cfg
+
+
+def merge_rules(config: list[Rule], flags: list[Rule]) -> list[Rule]:
+    """Flags replace the configured rule of the same name; order: config, then new flags."""
+    by_name = {r.name: r for r in config}
+    for r in flags:
+        by_name[r.name] = r
+    return list(by_name.values())
+
+
+# --- history ---------------------------------------------------------------------------------
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    """``git rev-parse HEAD`` in ``cwd``, or None outside a repository / without git."""
+    try:
+        proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
+                              text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = proc.stdout.strip()
+    return out if proc.returncode == 0 and re.fullmatch(r"[0-9a-f]{7,64}", out) else None
+
+
+def _history_tables(conn: sqlite3.Connection) -> set[str]:
+    try:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+    except sqlite3.DatabaseError:
+        return {"<not sqlite>"}
+    return {r[0] for r in rows}
+
+
+def check_history_file(path: Path) -> None:
+    """Refuse a file that exists but is not a cgprof history database (e.g. a trace)."""
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise CheckConfigError(f"{path}: folder {path.parent} does not exist")
+        return
+    if not path.is_file():
+        raise CheckConfigError(f"{path}: not a file")
+    if path.stat().st_size == 0:
+        return
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise CheckConfigError(f"{path}: cannot open: {exc}") from None
+    try:
+        tables = _history_tables(conn)
+    finally:
+        conn.close()
+    if tables and "runs" not in tables:
+        raise CheckConfigError(
+            f"{path}: not a cgprof history database (no 'runs' table); give a new file")
+
+
+def append_history(path: Path, result: CheckResult, commit: str | None,
+                   when: datetime | None = None) -> int:
+    """Append one run (figures, pass/fail counts) and its rule results; returns the run id.
+
+    Tables: ``runs`` (id, time_utc, commit, source, baseline, passed, failed, FIGURE...) and
+    ``rules`` (run_id, rule, figure, op, status, value, limit, baseline), one transaction.
+    """
+    import sqlite_utils
+
+    check_history_file(path)
+    when = when or datetime.now(timezone.utc)
+    counts = result.counts()
+    row: dict[str, Any] = {
+        "time_utc": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": commit,
+        "source": result.source,
+        "baseline": result.baseline_source,
+        "passed": int(result.passed),
+        "rules_failed": counts["fail"],
+        "rules_passed": counts["pass"],
+    }
+    row.update({k: result.figures.get(k) for k in FIGURES})
+    columns = {"id": int, "time_utc": str, "commit": str, "source": str, "baseline": str,
+               "passed": int, "rules_failed": int, "rules_passed": int,
+               **{k: float for k in FIGURES}}
+    db = sqlite_utils.Database(path)
+    try:
+        with db.conn:
+            runs = db.table("runs")
+            if not runs.exists():
+                runs.create(columns, pk="id")
+            run_id = int(runs.insert(row, alter=True).last_pk or 0)
+            db.table("rules").insert_all(
+                [{"run_id": run_id, "rule": r.rule.name, "figure": r.rule.figure,
+                  "op": r.rule.op, "status": r.status, "value": r.value, "limit": r.limit,
+                  "baseline": r.baseline} for r in result.results],
+                columns={"run_id": int, "rule": str, "figure": str, "op": str, "status": str,
+                         "value": float, "limit": float, "baseline": float},
+                foreign_keys=[("run_id", "runs", "id")] if not db["rules"].exists() else None)
+    finally:
+        db.close()
+    return run_id
+
+
+def read_history(path: Path) -> list[dict[str, Any]]:
+    """Every run in a history database, oldest first (opened read-only)."""
+    import sqlite_utils
+
+    if not path.is_file():
+        raise CheckConfigError(f"{path}: history database not found")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise CheckConfigError(f"{path}: cannot open: {exc}") from None
+    try:
+        tables = _history_tables(conn)
+        if "runs" not in tables:
+            raise CheckConfigError(
+                f"{path}: not a cgprof history database (no 'runs' table)")
+        db = sqlite_utils.Database(conn)
+        return list(db.query("SELECT * FROM runs ORDER BY id"))
+    except sqlite3.DatabaseError as exc:
+        raise CheckConfigError(f"{path}: cannot read: {exc}") from None
+    finally:
+        conn.close()

@@ -1,0 +1,167 @@
+"""`cgprof check TRACE` (a CI gate on CUDA Graph health) and `cgprof history RUNS.db`.
+
+Exit codes of `cgprof check`: 0 every rule passed, 1 a rule failed, 2 bad input or
+configuration (a missing or malformed trace, baseline, config or rule). `cgprof analyze`
+keeps exit 1 for bad input; only this command separates "the gate failed" from "the gate
+could not run".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cgprof.errors import CgprofError
+
+
+class ConfigProblem(click.ClickException):
+    """A one-line error that exits 2 (bad input or configuration)."""
+
+    exit_code = 2
+
+
+FIGURE_HELP = ("FIGURE is one of steps, step_p50_ns, step_p99_ns, launch_calls_per_step, "
+               "graph_kernel_share, graph_gpu_share, compactness_p50, gpu_idle_pct, recaptures, "
+               "fallbacks, sync_calls_per_step.")
+
+
+@click.command("check", epilog=FIGURE_HELP)
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--baseline", type=click.Path(path_type=Path), metavar="BASE",
+              help="Trace, `cgprof analyze --json` document or --save-baseline file to compare "
+                   "against (default regressions: step_p50_ns 5%, step_p99_ns 10%, "
+                   "launch_calls_per_step 5%, compactness_p50 5%).")
+@click.option("--max", "max_rules", multiple=True, metavar="FIGURE=LIMIT",
+              help="Fail when FIGURE is above LIMIT (repeatable).")
+@click.option("--min", "min_rules", multiple=True, metavar="FIGURE=LIMIT",
+              help="Fail when FIGURE is below LIMIT (repeatable).")
+@click.option("--regress", "regress_rules", multiple=True, metavar="FIGURE=TOL%",
+              help="Fail when FIGURE is worse than the baseline's by more than TOL% "
+                   "(repeatable).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), metavar="FILE",
+              help="TOML file with the rules (default: [tool.cgprof.check] in the nearest "
+                   "pyproject.toml).")
+@click.option("--step", "step", metavar="NAME[@DOMAIN]",
+              help="NVTX range that marks one step (as in `cgprof analyze`).")
+@click.option("--skip", type=click.IntRange(min=0), default=None,
+              help="Leading steps to leave out (warm-up) of TRACE and a trace BASE.")
+@click.option("--json", "json_out", metavar="PATH|-",
+              help="Write the result as JSON to PATH ('-' for stdout, replacing the text).")
+@click.option("--junit", "junit_out", type=click.Path(path_type=Path), metavar="PATH",
+              help="Write a JUnit XML file (one test case per rule).")
+@click.option("--github", is_flag=True,
+              help="Also print GitHub Actions annotations (::error) for failed rules.")
+@click.option("--save-baseline", "save_baseline", type=click.Path(path_type=Path),
+              metavar="PATH", help="Write TRACE's figures as a baseline file for later checks.")
+@click.option("--history", "history", type=click.Path(path_type=Path), metavar="RUNS.db",
+              help="Append this run's figures and rule results to a SQLite history.")
+@click.option("--commit", metavar="SHA",
+              help="Commit recorded in --history (default: `git rev-parse HEAD`).")
+@click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@click.pass_context
+def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_path, step, skip,
+            json_out, junit_out, github, save_baseline, history, commit, force) -> None:
+    """Check TRACE's CUDA Graph health against rules; exit 0 pass, 1 fail, 2 bad input.
+
+    \b
+      cgprof check run.sqlite --max launch_calls_per_step=2 --min graph_kernel_share=0.95
+      cgprof check run.sqlite --baseline base.json --regress step_p50_ns=5% --junit out.xml
+      cgprof check run.sqlite --save-baseline base.json
+    """
+    from cgprof import check as C
+    from cgprof.report import check_report as R
+    from cgprof.report.output import check_writable, write_atomic
+
+    try:
+        if json_out == "-" and github:
+            raise C.CheckConfigError("--github prints to stdout; it cannot share it with "
+                                     "--json -")
+        cfg = C.load_config(config_path)
+        flags = ([C.parse_rule("max", t) for t in max_rules]
+                 + [C.parse_rule("min", t) for t in min_rules]
+                 + [C.parse_rule("regress", t) for t in regress_rules])
+        rules = C.merge_rules(cfg.rules, flags)
+        if baseline is None and cfg.baseline is not None:
+            baseline = cfg.baseline
+            if save_baseline is not None and baseline.resolve() == save_baseline.resolve():
+                # Refreshing the configured baseline: nothing to compare against.
+                baseline = None
+                rules = [r for r in rules if r.op != "regress"]
+        history = history or cfg.history
+        step = step or cfg.step
+        skip = skip if skip is not None else (cfg.skip or 0)
+        if baseline is not None and not any(r.op == "regress" for r in rules):
+            rules += [C.Rule(f, "regress", tolerance=t)
+                      for f, t in C.DEFAULT_REGRESSIONS.items()]
+        if baseline is None and any(r.op == "regress" for r in rules):
+            raise C.CheckConfigError("regression rules need a baseline: give --baseline BASE")
+        if not rules and save_baseline is None:
+            raise C.CheckConfigError(
+                "no rules: give --max/--min FIGURE=LIMIT, --baseline BASE, or a "
+                "[tool.cgprof.check] table in pyproject.toml")
+        outputs = [p for p in (None if json_out in (None, "-") else Path(json_out), junit_out,
+                               save_baseline) if p is not None]
+        for p in outputs:
+            check_writable(p, force)
+        if history is not None:
+            C.check_history_file(history)
+        figs, _ = C.load_figures(trace, step=step, skip=skip)
+        base_figs = None
+        if baseline is not None:
+            base_figs, _ = C.load_figures(baseline, step=step, skip=skip)
+        if save_baseline is not None:
+            doc = C.baseline_document(figs, str(trace))
+            import json
+
+            write_atomic(save_baseline, json.dumps(doc, sort_keys=True, indent=1) + "\n", force)
+        result = C.evaluate(rules, figs, base_figs, source=str(trace),
+                            baseline_source=None if baseline is None else str(baseline))
+    except CgprofError as exc:
+        raise ConfigProblem(str(exc)) from None
+
+    say = click.echo if json_out != "-" else (lambda m: click.echo(m, err=True))
+    try:
+        if json_out == "-":
+            click.echo(R.render_json(result), nl=False)
+        elif rules:
+            click.echo(R.render_text(result), nl=False)
+        if github and rules:
+            click.echo(R.render_github(result), nl=False)
+        if save_baseline is not None:
+            say(f"wrote {save_baseline}")
+        if json_out not in (None, "-"):
+            write_atomic(Path(json_out), R.render_json(result), force)
+            say(f"wrote {json_out}")
+        if junit_out is not None:
+            write_atomic(junit_out, R.render_junit(result), force)
+            say(f"wrote {junit_out}")
+        if history is not None:
+            run_id = C.append_history(history, result, commit or C.git_commit())
+            say(f"appended run {run_id} to {history}")
+    except CgprofError as exc:
+        raise ConfigProblem(str(exc)) from None
+    ctx.exit(0 if result.passed else 1)
+
+
+@click.command("history")
+@click.argument("database", type=click.Path(path_type=Path))
+@click.option("--html", "html_out", type=click.Path(path_type=Path), metavar="PATH",
+              help="Write an offline HTML chart of every figure over the runs.")
+@click.option("--force", is_flag=True, help="Overwrite an existing --html file.")
+def history_command(database, html_out, force) -> None:
+    """Trend per figure over the runs that `cgprof check --history DATABASE` recorded."""
+    from cgprof import check as C
+    from cgprof.report import check_report as R
+    from cgprof.report.output import check_writable, write_atomic
+
+    try:
+        if html_out is not None:
+            check_writable(html_out, force)
+        runs = C.read_history(database)
+        click.echo(R.render_history_text(runs, str(database)), nl=False)
+        if html_out is not None:
+            write_atomic(html_out, R.render_history_html(runs, str(database)), force)
+            click.echo(f"wrote {html_out}")
+    except CgprofError as exc:
+        raise click.ClickException(str(exc)) from None
