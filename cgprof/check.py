@@ -176,7 +176,7 @@ def figures(result: Any) -> dict[str, float | None]:
 def baseline_document(figs: dict[str, float | None], source: str) -> dict[str, Any]:
     """What ``cgprof check --save-baseline`` writes: the figures of one run, versioned."""
     from cgprof import __version__
-    from cgprof.metrics import JSON_SCHEMA_VERSION
+    from cgprof.report.json_report import JSON_SCHEMA_VERSION
 
     return {"schema_version": JSON_SCHEMA_VERSION, "kind": BASELINE_KIND,
             "cgprof_version": __version__, "source": source,
@@ -184,7 +184,7 @@ def baseline_document(figs: dict[str, float | None], source: str) -> dict[str, A
 
 
 def _load_json(path: Path) -> dict[str, Any]:
-    from cgprof.metrics import JSON_SCHEMA_VERSION
+    from cgprof.report.json_report import JSON_SCHEMA_VERSION
 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))

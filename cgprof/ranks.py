@@ -235,10 +235,13 @@ WAIT_COLUMNS = ["seq", "rank", "step", "start_ns", "dur_ns", "wait_ns", "last_ra
 class CrossRank:
     """Figures across ranks.
 
-    per_rank    PER_RANK_COLUMNS: steps analysed, p50/max step time (effective_ns), how many
-                aligned steps it was the slowest rank of, whole-trace kernels and API calls,
-                collectives (NCCL kernels in the steps), their time (collective_ns, and as a
-                share of its steps' effective time), total and median wait per collective
+    per_rank    PER_RANK_COLUMNS, over each rank's analysis window (its steady-state steps,
+                as its verdict; warm-up and capture steps, with NCCL's first slow
+                collectives, left out): window steps, p50/max step time (effective_ns), how
+                many aligned window steps it was the slowest rank of, whole-trace kernels and
+                API calls (they add up to the file's, as nsys stats counts them), collectives
+                (NCCL kernels in window steps), their time (collective_ns, and as a share of
+                those steps' effective time), total and median wait per collective
     steps       STEP_COLUMNS, one row per aligned step: step time (effective_ns) min/max over
                 ranks, spread (max - min), slowest/fastest rank, longest wait of any rank
     step_ranks  STEP_RANK_COLUMNS, one row per (aligned step, rank)
@@ -252,6 +255,13 @@ class CrossRank:
     step_ranks: pd.DataFrame
     waits: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+
+
+def _window_mask(steps: pd.DataFrame) -> np.ndarray:
+    """Which rows of a step table are in its analysis window (all, for old results)."""
+    if "in_window" not in steps.columns:
+        return np.ones(len(steps), dtype=bool)
+    return steps["in_window"].fillna(False).to_numpy(bool)
 
 
 def _p50(values: Any) -> float | None:
@@ -329,7 +339,11 @@ def cross_rank(ranks: Sequence[RankResult]) -> CrossRank:
             "slowest_rank": idarr[eff.argmax(axis=0)],
             "fastest_rank": idarr[eff.argmin(axis=0)],
             "max_wait_ns": wt.max(axis=0)})
-        slowest = np.bincount(eff.argmax(axis=0), minlength=len(ranks))
+        # aligned steps that are in every rank's analysis window
+        inwin = np.stack([_window_mask(r.result.steps.steps)[:n_common] for r in ranks])
+        both = inwin.all(axis=0)
+        slowest = np.bincount(eff[:, both].argmax(axis=0), minlength=len(ranks)) \
+            if both.any() else np.zeros(len(ranks), dtype=np.int64)
     else:
         steps = pd.DataFrame({c: pd.Series(dtype="int64") for c in STEP_COLUMNS})
         slowest = np.zeros(len(ranks), dtype=np.int64)
@@ -337,18 +351,21 @@ def cross_rank(ranks: Sequence[RankResult]) -> CrossRank:
     rows = []
     for j, r in enumerate(ranks):
         st = r.result.steps.steps
-        eff_all = st["effective_ns"].to_numpy(np.int64)
-        w = waits[waits["rank"] == r.rank_id]["wait_ns"]
-        coll_ns = int(r.collectives["dur_ns"].sum())
+        win = _window_mask(st)
+        win_steps = st["step"].to_numpy(np.int64)[win]
+        eff_all = st["effective_ns"].to_numpy(np.int64)[win]
+        w = waits[(waits["rank"] == r.rank_id) & waits["step"].isin(win_steps)]["wait_ns"]
+        coll = r.collectives[r.collectives["step"].isin(win_steps)]
+        coll_ns = int(coll["dur_ns"].sum())
         total_eff = int(eff_all.sum())
         rows.append({
             "rank": r.rank_id, "pid": r.pid,
             "devices": ",".join(str(d) for d in r.device_ids), "path": r.path,
-            "steps": len(st), "step_p50_ns": _p50(eff_all),
+            "steps": int(win.sum()), "step_p50_ns": _p50(eff_all),
             "step_max_ns": int(eff_all.max()) if len(eff_all) else None,
             "slowest_steps": int(slowest[j]),
             "kernels": int(r.result.info["kernels"]), "api_calls": int(r.result.info["api_calls"]),
-            "collectives": len(r.collectives), "collective_ns": coll_ns,
+            "collectives": len(coll), "collective_ns": coll_ns,
             "collective_pct": 100.0 * coll_ns / total_eff if total_eff else None,
             "wait_ns": int(w.sum()) if len(w) else None,
             "wait_p50_ns": _p50(w) if len(w) else None,

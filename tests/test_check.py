@@ -20,6 +20,7 @@ from nsysdb import K, N, R
 import cgprof
 from cgprof import check as C
 from cgprof.cli import main
+from cgprof.report.json_report import result_to_dict
 
 REPO = Path(__file__).resolve().parents[1]
 EAGER = REPO / "traces" / "mlp_train_eager.sqlite"
@@ -89,7 +90,7 @@ def test_figures_of_the_shipped_pair(eager, graph):
 
 
 def test_figures_agree_from_analyze_json_and_saved_baseline(graph, tmp_path):
-    doc = json.loads(json.dumps(graph.to_dict()))
+    doc = json.loads(json.dumps(result_to_dict(graph)))
     assert C.figures(doc) == C.figures(graph)
     base = C.baseline_document(C.figures(graph), str(GRAPH))
     assert C.figures(json.loads(json.dumps(base))) == C.figures(graph)
@@ -98,7 +99,7 @@ def test_figures_agree_from_analyze_json_and_saved_baseline(graph, tmp_path):
 def test_figures_read_the_coverage_section_and_window(graph):
     """With the analysis window's ``coverage`` summary and ``in_window`` column, the coverage
     figures come from the summary and step times from the window steps only."""
-    doc = json.loads(json.dumps(graph.to_dict()))
+    doc = json.loads(json.dumps(result_to_dict(graph)))
     doc["coverage"] = {"summary": {
         "steps": 3, "graph_kernel_share": 0.5, "graph_gpu_share": 0.25,
         "launch_calls_per_step_p50": 7.0, "recaptures": 2, "fallbacks": 1,

@@ -277,8 +277,9 @@ def _ranks_section(rr: Any) -> list[str]:
                      + ["pid", "GPU", "steps", "step p50", "step max", "slowest", "kernels",
                         "API calls", "NCCL kernels", "NCCL us", "NCCL %", "wait us",
                         "wait p50"], rows))
-    out.append("  (step times: effective us; slowest: aligned steps where it was the slowest "
-               "rank; wait: last rank's start of a collective minus this rank's)")
+    out.append("  (steps, step times, NCCL and waits: each rank's analysis window, effective us; "
+               "kernels and API calls: whole trace; slowest: aligned window steps where it was "
+               "the slowest rank; wait: last rank's start of a collective minus this rank's)")
     st = cr.steps
     if st.empty:
         out.append("Step time by rank: no steps to align")
