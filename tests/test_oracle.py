@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -116,22 +118,39 @@ def test_nvtx_summary_matches_nvtx_sum(db: Path, expected: Path):
 
 @pytest.mark.parametrize(("db", "expected"), CASES, ids=IDS)
 def test_json_output_carries_the_three_summaries(db: Path, expected: Path, tmp_path: Path):
+    """The JSON summaries equal nsys stats; a multi-process trace (DDP) has one document per
+    rank under "traces", and the ranks' summaries add up to the whole file's."""
     out = tmp_path / "r.json"
     res = CliRunner().invoke(main, ["analyze", str(db), "--json", str(out), "--quiet"])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     assert doc["schema_version"] == 1
+    docs = doc["traces"] if "ranks" in doc else [doc]
+    assert len(docs) >= 1 and ("ranks" not in doc or len(docs) == len(doc["ranks"]["per_rank"]))
+
+    def summed(section: str, key: Callable[[dict], Any], fields: tuple[str, ...]) -> dict:
+        acc: dict = {}
+        for d in docs:
+            for r in d[section]:
+                for f in fields:
+                    assert isinstance(r[f], int), (section, f, r[f])
+                got = acc.setdefault(key(r), dict.fromkeys(fields, 0))
+                for f in fields:
+                    got[f] += r[f]
+        return acc
+
     kern = _expected(expected, db.stem, "cuda_gpu_kern_sum")
     assert kern is not None
-    by_name = {r["name"]: r for r in doc["kernel_summary"]}
+    by_name = summed("kernel_summary", lambda r: r["name"], ("instances", "total_ns"))
+    assert len(by_name) == len(kern)
     for _, row in kern.iterrows():
+        assert by_name[row["Name"]]["instances"] == int(row["Instances"])
         assert by_name[row["Name"]]["total_ns"] == int(row["Total Time (ns)"])
-        assert isinstance(by_name[row["Name"]]["total_ns"], int)
-    api = {r["name"]: r for r in doc["api_summary"]}
+    api = summed("api_summary", lambda r: r["name"], ("calls", "total_ns"))
     for _, row in (_expected(expected, db.stem, "cuda_api_sum")).iterrows():
         assert api[row["Name"]]["calls"] == int(row["Num Calls"])
         assert api[row["Name"]]["total_ns"] == int(row["Total Time (ns)"])
-    nv = {(r["name"], r["style"]): r for r in doc["nvtx_summary"]}
+    nv = summed("nvtx_summary", lambda r: (r["name"], r["style"]), ("instances", "total_ns"))
     for _, row in _expected(expected, db.stem, "nvtx_sum").iterrows():
         assert nv[(row["Range"], row["Style"])]["instances"] == int(row["Instances"])
         assert nv[(row["Range"], row["Style"])]["total_ns"] == int(row["Total Time (ns)"])
