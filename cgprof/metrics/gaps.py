@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import group_gaps, quantile_ns, union_busy
+from cgprof.metrics.intervals import first_match, group_gaps, pair_keys, quantile_ns, union_busy
 
 GAP_KINDS = ("in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays", "other",
              "window_edge")
@@ -125,13 +125,25 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
     gap_end = g["start_ns"].to_numpy(dtype=np.int64)
 
     # The launch call of the operation after the gap, joined on (pid, correlationId).
-    launch = calls[["pid", "corr_id", "start_ns", "end_ns", "name", "family"]]
-    launch = launch.drop_duplicates(["pid", "corr_id"])
-    nxt = g[["pid", "corr_id", "stream_id", "in_graph", "kind"]].reset_index(drop=True)
-    nxt = nxt.merge(launch, how="left", on=["pid", "corr_id"], suffixes=("", "_api"))
-    api_start = nxt["start_ns"].to_numpy(dtype="float64", na_value=np.nan)
-    api_end = nxt["end_ns"].to_numpy(dtype="float64", na_value=np.nan)
-    known = ~np.isnan(api_start)
+    keys = pair_keys(g, calls)
+    if keys is not None and isinstance(calls["name"].dtype, pd.CategoricalDtype):
+        row = first_match(*keys)
+        known = row >= 0
+        take = np.where(known, row, 0)
+        api_start = np.where(known, calls["start_ns"].to_numpy()[take], np.nan)
+        api_end = np.where(known, calls["end_ns"].to_numpy()[take], np.nan)
+        names = calls["name"].cat
+        next_api = pd.Series(pd.Categorical.from_codes(
+            np.where(known, names.codes.to_numpy()[take], -1), dtype=calls["name"].dtype))
+    else:
+        launch = calls[["pid", "corr_id", "start_ns", "end_ns", "name", "family"]]
+        launch = launch.drop_duplicates(["pid", "corr_id"])
+        nxt = g[["pid", "corr_id", "stream_id", "in_graph", "kind"]].reset_index(drop=True)
+        nxt = nxt.merge(launch, how="left", on=["pid", "corr_id"], suffixes=("", "_api"))
+        api_start = nxt["start_ns"].to_numpy(dtype="float64", na_value=np.nan)
+        api_end = nxt["end_ns"].to_numpy(dtype="float64", na_value=np.nan)
+        known = ~np.isnan(api_start)
+        next_api = nxt["name"]
 
     same_replay = (
         prev["in_graph"].to_numpy(dtype=bool) & g["in_graph"].to_numpy(dtype=bool)
@@ -157,7 +169,7 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
         "next_stream_id": g["stream_id"].to_numpy(),
         "next_pid": g["pid"].to_numpy(),
         "next_corr_id": g["corr_id"].to_numpy(),
-        "next_api": _str_array(nxt["name"]),
+        "next_api": _str_array(next_api),
     })
 
 

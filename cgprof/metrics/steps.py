@@ -24,7 +24,7 @@ import pandas as pd
 from cgprof import schema as S
 from cgprof.errors import AnalysisError
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import assign_to_ranges, union_busy
+from cgprof.metrics.intervals import assign_to_ranges, first_match, pair_keys, union_busy
 from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
     DEFAULT_STEP,
     StepChoice,
@@ -299,8 +299,14 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
 
     # GPU work -> step of its launch call, on (pid, corr_id).
     key = c[["pid", "corr_id", "step"]].drop_duplicates(["pid", "corr_id"])
+    pair = None if whole else pair_keys(ops, key)
     if whole:
         w = ops.assign(step=0)
+    elif pair is not None:
+        row = first_match(*pair)
+        hit = row >= 0
+        w = ops[hit].reset_index(drop=True)
+        w["step"] = key["step"].to_numpy()[row[hit]]
     else:
         w = ops.merge(key, on=["pid", "corr_id"], how="inner")
     kernels = np.bincount(w.loc[w["kind"] == "kernel", "step"].to_numpy(np.int64), minlength=n)
