@@ -63,7 +63,10 @@ class GapResult:
 
     def above(self, min_gap_ns: int) -> GapResult:
         """The same result listing only gaps longer than ``min_gap_ns`` (totals unchanged)."""
-        listed = self.gaps[self.gaps["gap_ns"] > min_gap_ns].reset_index(drop=True)
+        keep = self.gaps["gap_ns"].to_numpy() > min_gap_ns
+        if keep.all() and self.gaps.index.equals(pd.RangeIndex(len(keep))):
+            return dataclasses.replace(self, min_gap_ns=min_gap_ns)  # nothing to drop
+        listed = self.gaps[keep].reset_index(drop=True)
         return dataclasses.replace(self, gaps=listed, histogram=histogram(listed),
                                    min_gap_ns=min_gap_ns)
 
@@ -155,10 +158,10 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
     input_copy = prev["kind"].isin(["memcpy", "memset"]).to_numpy(dtype=bool)
     replays = prev["in_graph"].to_numpy(dtype=bool) | g["in_graph"].to_numpy(dtype=bool)
 
-    labels = ["in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays", "other"]
-    kind = _str_array(pd.Series(pd.Categorical.from_codes(np.select(
+    # Categorical over GAP_KINDS from the start: gpu_gaps() makes the column that anyway.
+    kind = pd.Categorical.from_codes(np.select(
         [same_replay, sync_bound, launch_bound, input_copy, replays], [0, 1, 2, 3, 4],
-        default=5), categories=labels)))
+        default=5).astype(np.int8), categories=list(GAP_KINDS))
     return pd.DataFrame({
         "device_id": g["device_id"].to_numpy(),
         "start_ns": gap_start,
@@ -226,7 +229,7 @@ def _edge_gaps(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFram
         return _empty_gaps()
     df = pd.DataFrame(rows, columns=["device_id", "start_ns", "end_ns"])
     df["gap_ns"] = df["end_ns"] - df["start_ns"]
-    df["kind"] = "window_edge"
+    df["kind"] = pd.Categorical(["window_edge"] * len(df), categories=list(GAP_KINDS))
     for c in ("prev_stream_id", "next_stream_id", "next_pid", "next_corr_id"):
         df[c] = pd.array([pd.NA] * len(df), dtype="Int64")
     df["next_api"] = ""
