@@ -85,3 +85,26 @@ def test_arrow_json_writer_gives_pandas_bytes(monkeypatch):
     assert "".join(fast.chunks(2)).startswith('[{"api":"cudaLaunchKernel","kind":"a\\/b","m":1,')
     monkeypatch.setattr(jr, "_ARROW_MIN_ROWS", 1)
     assert jr._Table(df.assign(f=1.5)).raw is None  # floats stay with pandas' encoder
+
+
+def test_step_groups_enclosing_and_inner_warmup_ranges(make_db):
+    """The vectorised group sweep: the innermost enclosing range names the group; a warm-up
+    range enclosing a step or lying inside it (ending by the step's end) marks it warm-up."""
+    import cgprof
+    from nsysdb import K, N, R
+
+    ks, rs, ns = [], [], []
+    for s in range(6):
+        t = 1_000_000 + s * 100_000
+        ns.append(N(t, t + 99_000, "step", domain="cgprof"))
+        rs.append(R(t + 1000, t + 3000, "cudaLaunchKernel_v7000", corr=s + 1))
+        ks.append(K(t + 5000, t + 9000, "gemm", corr=s + 1))
+    ns.append(N(900_000, 1_700_000, "outer"))
+    ns.append(N(950_000, 1_250_000, "eager"))  # steps 0-1 (innermost beats "outer")
+    ns.append(N(999_000, 1_099_500, "warmup", domain="cgprof"))  # encloses step 0
+    ns.append(N(1_210_000, 1_250_000, "warmup", domain="cgprof"))  # inside step 2
+    ns.append(N(1_310_000, 1_450_000, "warmup", domain="cgprof"))  # starts in 3, ends in 4
+    r = cgprof.analyze(make_db(kernels=ks, runtime=rs, nvtx=ns, graph_trace_mode="node"))
+    st = r.steps.steps
+    assert list(st["group"]) == ["warmup", "eager", "outer", "outer", "outer", "outer"]
+    assert list(st["mode"]) == ["warmup", "eager", "warmup", "eager", "eager", "eager"]
