@@ -90,8 +90,9 @@ def test_arrow_json_writer_gives_pandas_bytes(monkeypatch):
 def test_step_groups_enclosing_and_inner_warmup_ranges(make_db):
     """The vectorised group sweep: the innermost enclosing range names the group; a warm-up
     range enclosing a step or lying inside it (ending by the step's end) marks it warm-up."""
-    import cgprof
     from nsysdb import K, N, R
+
+    import cgprof
 
     ks, rs, ns = [], [], []
     for s in range(6):
