@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import group_gaps, quantile_ns, union_busy
+from cgprof.metrics.intervals import first_match, group_gaps, pair_keys, quantile_ns, union_busy
 
 GAP_KINDS = ("in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays", "other",
              "window_edge")
@@ -63,7 +63,10 @@ class GapResult:
 
     def above(self, min_gap_ns: int) -> GapResult:
         """The same result listing only gaps longer than ``min_gap_ns`` (totals unchanged)."""
-        listed = self.gaps[self.gaps["gap_ns"] > min_gap_ns].reset_index(drop=True)
+        keep = self.gaps["gap_ns"].to_numpy() > min_gap_ns
+        if keep.all() and self.gaps.index.equals(pd.RangeIndex(len(keep))):
+            return dataclasses.replace(self, min_gap_ns=min_gap_ns)  # nothing to drop
+        listed = self.gaps[keep].reset_index(drop=True)
         return dataclasses.replace(self, gaps=listed, histogram=histogram(listed),
                                    min_gap_ns=min_gap_ns)
 
@@ -125,13 +128,25 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
     gap_end = g["start_ns"].to_numpy(dtype=np.int64)
 
     # The launch call of the operation after the gap, joined on (pid, correlationId).
-    launch = calls[["pid", "corr_id", "start_ns", "end_ns", "name", "family"]]
-    launch = launch.drop_duplicates(["pid", "corr_id"])
-    nxt = g[["pid", "corr_id", "stream_id", "in_graph", "kind"]].reset_index(drop=True)
-    nxt = nxt.merge(launch, how="left", on=["pid", "corr_id"], suffixes=("", "_api"))
-    api_start = nxt["start_ns"].to_numpy(dtype="float64", na_value=np.nan)
-    api_end = nxt["end_ns"].to_numpy(dtype="float64", na_value=np.nan)
-    known = ~np.isnan(api_start)
+    keys = pair_keys(g, calls)
+    if keys is not None and isinstance(calls["name"].dtype, pd.CategoricalDtype):
+        row = first_match(*keys)
+        known = row >= 0
+        take = np.where(known, row, 0)
+        api_start = np.where(known, calls["start_ns"].to_numpy()[take], np.nan)
+        api_end = np.where(known, calls["end_ns"].to_numpy()[take], np.nan)
+        names = calls["name"].cat
+        next_api = pd.Series(pd.Categorical.from_codes(
+            np.where(known, names.codes.to_numpy()[take], -1), dtype=calls["name"].dtype))
+    else:
+        launch = calls[["pid", "corr_id", "start_ns", "end_ns", "name", "family"]]
+        launch = launch.drop_duplicates(["pid", "corr_id"])
+        nxt = g[["pid", "corr_id", "stream_id", "in_graph", "kind"]].reset_index(drop=True)
+        nxt = nxt.merge(launch, how="left", on=["pid", "corr_id"], suffixes=("", "_api"))
+        api_start = nxt["start_ns"].to_numpy(dtype="float64", na_value=np.nan)
+        api_end = nxt["end_ns"].to_numpy(dtype="float64", na_value=np.nan)
+        known = ~np.isnan(api_start)
+        next_api = nxt["name"]
 
     same_replay = (
         prev["in_graph"].to_numpy(dtype=bool) & g["in_graph"].to_numpy(dtype=bool)
@@ -143,10 +158,10 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
     input_copy = prev["kind"].isin(["memcpy", "memset"]).to_numpy(dtype=bool)
     replays = prev["in_graph"].to_numpy(dtype=bool) | g["in_graph"].to_numpy(dtype=bool)
 
-    labels = ["in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays", "other"]
-    kind = _str_array(pd.Series(pd.Categorical.from_codes(np.select(
+    # Categorical over GAP_KINDS from the start: gpu_gaps() makes the column that anyway.
+    kind = pd.Categorical.from_codes(np.select(
         [same_replay, sync_bound, launch_bound, input_copy, replays], [0, 1, 2, 3, 4],
-        default=5), categories=labels)))
+        default=5).astype(np.int8), categories=list(GAP_KINDS))
     return pd.DataFrame({
         "device_id": g["device_id"].to_numpy(),
         "start_ns": gap_start,
@@ -157,7 +172,7 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
         "next_stream_id": g["stream_id"].to_numpy(),
         "next_pid": g["pid"].to_numpy(),
         "next_corr_id": g["corr_id"].to_numpy(),
-        "next_api": _str_array(nxt["name"]),
+        "next_api": _str_array(next_api),
     })
 
 
@@ -214,7 +229,7 @@ def _edge_gaps(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFram
         return _empty_gaps()
     df = pd.DataFrame(rows, columns=["device_id", "start_ns", "end_ns"])
     df["gap_ns"] = df["end_ns"] - df["start_ns"]
-    df["kind"] = "window_edge"
+    df["kind"] = pd.Categorical(["window_edge"] * len(df), categories=list(GAP_KINDS))
     for c in ("prev_stream_id", "next_stream_id", "next_pid", "next_corr_id"):
         df[c] = pd.array([pd.NA] * len(df), dtype="Int64")
     df["next_api"] = ""

@@ -45,6 +45,66 @@ def group_gaps(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if out.empty:
         return out.assign(prev_end_ns=pd.Series(dtype="Int64"), gap_ns=pd.Series(dtype="int64"),
                           prev_idx=pd.Series(dtype="Int64"))
+    first = _group_starts(out, keys)
+    if first is None:
+        return _group_gaps_pandas(out, keys)
+    n = len(out)
+    end = out["end_ns"].to_numpy()
+    start = out["start_ns"].to_numpy()
+    runmax = _segment_cummax(end, first)
+    prev_end = np.empty_like(runmax)
+    prev_end[1:] = runmax[:-1]
+    prev_end[0] = 0
+    gap = np.where(first, 0, np.maximum(start - prev_end, 0))
+    # Position of the row that holds the running max: a row "sets" the max when its end is
+    # the new maximum (a group's first row always does); forward-fill that position.
+    holder = np.maximum.accumulate(np.where(end >= runmax, np.arange(n), 0))
+    prev_holder = np.empty(n, dtype=np.int64)
+    prev_holder[1:] = holder[:-1]
+    prev_holder[0] = 0
+    labels = out.index.to_numpy()
+    prev_idx = np.where(first, 0, labels[prev_holder]).astype(np.int64)
+    return out.assign(
+        prev_end_ns=pd.arrays.IntegerArray(np.where(first, 0, prev_end), first.copy()),
+        gap_ns=gap.astype(np.int64),
+        prev_idx=pd.arrays.IntegerArray(prev_idx, first),
+    )
+
+
+def _group_starts(df: pd.DataFrame, keys: list[str]) -> np.ndarray | None:
+    """Rows sorted by keys: True where a group begins. None when a key or the times are not
+    plain numpy integers (nullable or categorical keys go through pandas' groupby, which
+    drops NA keys)."""
+    if df["start_ns"].dtype != np.int64 or df["end_ns"].dtype != np.int64:
+        return None
+    first = np.zeros(len(df), dtype=bool)
+    first[0] = True
+    for k in keys:
+        a = df[k].to_numpy()
+        if not isinstance(df[k].dtype, np.dtype) or a.dtype.kind not in "iu":
+            return None
+        first[1:] |= a[1:] != a[:-1]
+    return first
+
+
+def _segment_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Running maximum of int64 ``values`` restarting where ``first`` is True."""
+    seg = np.cumsum(first) - 1
+    lo = int(values.min())
+    span = int(values.max()) - lo + 1
+    if (int(seg[-1]) + 1) * span < 2**62:
+        # Lift each group above every earlier one so one accumulate restarts per group.
+        off = seg * span
+        return np.maximum.accumulate((values - lo) + off) - off + lo
+    out = np.empty_like(values)
+    bounds = np.append(np.flatnonzero(first), len(values))
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        np.maximum.accumulate(values[a:b], out=out[a:b])
+    return out
+
+
+def _group_gaps_pandas(out: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """:func:`group_gaps` through pandas' groupby (rows already sorted)."""
     end = out["end_ns"].to_numpy(dtype=np.int64)
     grp = out.groupby(keys, sort=False, observed=True)
     runmax = grp["end_ns"].cummax().to_numpy(dtype=np.int64)
@@ -54,8 +114,6 @@ def group_gaps(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     prev_end[0] = 0
     start = out["start_ns"].to_numpy(dtype=np.int64)
     gap = np.where(first, 0, np.maximum(start - prev_end, 0))
-    # Position of the row that holds the running max: a row "sets" the max when its end is
-    # the new maximum; forward-fill that position within the group.
     pos = np.arange(len(out))
     sets = end >= runmax
     holder = pd.Series(np.where(sets, pos, -1)).replace(-1, np.nan).ffill().to_numpy()
@@ -97,6 +155,9 @@ def busy_from_gaps(g: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if g.empty:
         return pd.DataFrame({**{k: pd.Series(dtype="int64") for k in keys},
                              **{c: pd.Series(dtype="int64") for c in cols}})
+    first = _group_starts(g, keys) if is_sorted(g, keys) else None
+    if first is not None and g["gap_ns"].dtype == np.int64:
+        return _busy_segments(g, keys, first, cols)
     g = g.assign(has_gap=(g["gap_ns"] > 0).astype(np.int64))
     agg = g.groupby(keys, sort=True, observed=True).agg(
         ops=("start_ns", "size"),
@@ -109,6 +170,25 @@ def busy_from_gaps(g: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     agg["span_ns"] = agg["last_end_ns"] - agg["first_start_ns"]
     agg["busy_ns"] = agg["span_ns"] - agg["gaps_ns"]
     return agg[keys + cols].astype({c: "int64" for c in cols})
+
+
+def _busy_segments(g: pd.DataFrame, keys: list[str], first: np.ndarray,
+                   cols: list[str]) -> pd.DataFrame:
+    """:func:`busy_from_gaps` over rows sorted by integer keys: one reduceat per column."""
+    at = np.flatnonzero(first)
+    start = g["start_ns"].to_numpy()
+    end = g["end_ns"].to_numpy()
+    gap = g["gap_ns"].to_numpy()
+    agg = {k: g[k].to_numpy()[at] for k in keys}
+    agg["ops"] = np.diff(np.append(at, len(g))).astype(np.int64)
+    agg["first_start_ns"] = np.minimum.reduceat(start, at)
+    agg["last_end_ns"] = np.maximum.reduceat(end, at)
+    agg["span_ns"] = agg["last_end_ns"] - agg["first_start_ns"]
+    agg["gaps_ns"] = np.add.reduceat(gap, at)
+    agg["busy_ns"] = agg["span_ns"] - agg["gaps_ns"]
+    agg["max_gap_ns"] = np.maximum.reduceat(gap, at)
+    agg["gap_count"] = np.add.reduceat((gap > 0).astype(np.int64), at)
+    return pd.DataFrame({c: agg[c] for c in keys + cols})
 
 
 def assign_to_ranges(
@@ -151,3 +231,34 @@ def quantile_ns(values: pd.Series | np.ndarray, q: float) -> float | None:
     if arr.size == 0:
         return None
     return float(np.quantile(arr, q))
+
+
+def pair_keys(left: pd.DataFrame, right: pd.DataFrame,
+              cols: tuple[str, str] = ("pid", "corr_id")) -> tuple[np.ndarray, np.ndarray] | None:
+    """One int64 key per row for a (pid, corr_id) join: ``code(pid) << 32 | corr_id``, pids
+    coded over both frames. None when a column is not plain int64 or a correlation id is
+    outside [0, 2**32) (then callers join with pandas)."""
+    a, b = cols
+    arrs = []
+    for df in (left, right):
+        for c in cols:
+            if df[c].dtype != np.int64:
+                return None
+        arrs.append((df[a].to_numpy(), df[b].to_numpy()))
+    corr = [x[1] for x in arrs]
+    if any(len(c) and (c.min() < 0 or c.max() >= 2**32) for c in corr):
+        return None
+    pids = np.unique(np.concatenate([arrs[0][0], arrs[1][0]]))
+    lk, rk = (np.searchsorted(pids, p).astype(np.int64) << 32 | c for p, c in arrs)
+    return lk, rk
+
+
+def first_match(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarray:
+    """For each left key, the position of the first right row with that key, or -1 (the rows
+    ``right.drop_duplicates(key)`` keeps, joined as a left/inner merge would)."""
+    if len(right_key) == 0:
+        return np.full(len(left_key), -1, dtype=np.int64)
+    uniq, first = np.unique(right_key, return_index=True)
+    pos = np.searchsorted(uniq, left_key)
+    pos[pos == len(uniq)] = 0
+    return np.where(uniq[pos] == left_key, first[pos], -1).astype(np.int64)

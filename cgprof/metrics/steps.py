@@ -24,7 +24,7 @@ import pandas as pd
 from cgprof import schema as S
 from cgprof.errors import AnalysisError
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import assign_to_ranges, union_busy
+from cgprof.metrics.intervals import assign_to_ranges, first_match, pair_keys, union_busy
 from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
     DEFAULT_STEP,
     StepChoice,
@@ -299,8 +299,14 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
 
     # GPU work -> step of its launch call, on (pid, corr_id).
     key = c[["pid", "corr_id", "step"]].drop_duplicates(["pid", "corr_id"])
+    pair = None if whole else pair_keys(ops, key)
     if whole:
         w = ops.assign(step=0)
+    elif pair is not None:
+        row = first_match(*pair)
+        hit = row >= 0
+        w = ops[hit].reset_index(drop=True)
+        w["step"] = key["step"].to_numpy()[row[hit]]
     else:
         w = ops.merge(key, on=["pid", "corr_id"], how="inner")
     kernels = np.bincount(w.loc[w["kind"] == "kernel", "step"].to_numpy(np.int64), minlength=n)
@@ -363,16 +369,35 @@ def _groups(trace: Trace, inst: pd.DataFrame) -> tuple[list[str], list[bool]]:
         os_, oe = o["start_ns"].to_numpy(np.int64), o["end_ns"].to_numpy(np.int64)
         names = o["text"].astype(str).to_numpy()
         is_warm = ((o["text"] == "warmup") & (o["domain"] == "cgprof")).to_numpy()
-        for pos, s, e in zip(steps.index, steps["start_ns"], steps["end_ns"], strict=True):
-            j = np.searchsorted(os_, s, "right")
-            # Push/pop ranges nest: walk back over the latest-starting ones that enclose.
-            for k in range(j - 1, max(j - 64, -1), -1):
-                if oe[k] >= e:
-                    if not result[pos]:
-                        result[pos] = names[k]
-                    warm[pos] = warm[pos] or bool(is_warm[k])
-            # A warm-up range inside the step (graph warm-up iterations on a side stream).
-            inner = np.searchsorted(os_, e, "left")
-            if np.any(is_warm[j:inner] & (oe[j:inner] <= e)):
-                warm[pos] = True
+        s = steps["start_ns"].to_numpy(np.int64)
+        e = steps["end_ns"].to_numpy(np.int64)
+        j = np.searchsorted(os_, s, "right")
+        # Push/pop ranges nest: walk back over the latest-starting ones that enclose (at most
+        # 63 back), all steps of the thread at once; the first that encloses names the group.
+        named = np.full(len(s), -1, dtype=np.int64)
+        warm_t = np.zeros(len(s), dtype=bool)
+        for d in range(1, 64):
+            k = j - d
+            live = k >= 0
+            if not live.any():
+                break
+            kk = np.where(live, k, 0)
+            hit = live & (oe[kk] >= e)
+            named = np.where(hit & (named < 0), kk, named)
+            warm_t |= hit & is_warm[kk]
+        # A warm-up range inside the step (graph warm-up iterations on a side stream): one
+        # that starts in (start, end) and ends by the step's end.
+        inner = np.searchsorted(os_, e, "left")
+        w_idx = np.flatnonzero(is_warm)
+        if len(w_idx):
+            lo = np.searchsorted(w_idx, j, "left")
+            hi = np.searchsorted(w_idx, inner, "left")
+            ends = np.append(oe[w_idx], np.iinfo(np.int64).max)
+            has = hi > lo
+            first_end = np.minimum.reduceat(ends, np.ravel(np.column_stack([lo, hi])))[::2]
+            warm_t |= has & (first_end <= e)
+        for pos, nk, wt in zip(steps.index, named, warm_t, strict=True):
+            if nk >= 0 and not result[pos]:
+                result[pos] = names[nk]
+            warm[pos] = warm[pos] or bool(wt)
     return result, warm

@@ -49,6 +49,11 @@ class _Table:
 
     def __init__(self, df: pd.DataFrame) -> None:
         df = df[sorted(df.columns)]
+        #: integer and string columns only, and big: written through Arrow (_arrow_chunks)
+        self.raw = df if len(df) >= _ARROW_MIN_ROWS and _arrow_ok(df) else None
+        if self.raw is not None:
+            self.df = df
+            return
         for c in df.columns:
             if pd.api.types.is_float_dtype(df[c].dtype):
                 v = df[c].astype("float64")
@@ -68,6 +73,9 @@ class _Table:
         if self.df.empty:
             yield "[]"
             return
+        if self.raw is not None:
+            yield from _arrow_chunks(self.raw, rows)
+            return
         if len(self.df) <= rows:
             yield self.df.to_json(orient="records", double_precision=15, force_ascii=False)
             return
@@ -77,6 +85,97 @@ class _Table:
                                                      force_ascii=False)
             yield ("," if i else "") + piece[1:-1]
         yield "]"
+
+
+#: Tables with at least this many rows are written by :func:`_arrow_chunks` when they can be.
+_ARROW_MIN_ROWS = 20_000
+
+
+def _arrow_ok(df: pd.DataFrame) -> bool:
+    """True when every column is integer (nullable or not) or text (str, categorical of str,
+    object of str): the columns :func:`_arrow_chunks` writes exactly as pandas would."""
+    for c in df.columns:
+        if not isinstance(c, str):
+            return False
+        dt = df[c].dtype
+        if pd.api.types.is_integer_dtype(dt) and not pd.api.types.is_bool_dtype(dt):
+            continue
+        if isinstance(dt, pd.CategoricalDtype):
+            if not all(isinstance(v, str) for v in dt.categories):
+                return False
+            continue
+        if pd.api.types.is_string_dtype(dt):
+            if pd.api.types.infer_dtype(df[c], skipna=True) not in ("string", "empty"):
+                return False
+            continue
+        return False
+    return True
+
+
+def _json_str(values: list[str]) -> list[str]:
+    """Each string as pandas' encoder writes it, quotes included (it escapes "/" as "\\/")."""
+    text = pd.Series(values, dtype=object).to_json(orient="values", force_ascii=False)
+    # Split the encoded array back into its items: json.loads then re-encoding would lose
+    # pandas' own escapes, so cut at the quotes that close each item instead.
+    out, i = [], 1
+    for _ in values:
+        j = i + 1
+        while text[j] != '"':
+            j += 2 if text[j] == "\\" else 1
+        out.append(text[i:j + 1])
+        i = j + 2
+    return out
+
+
+def _arrow_column(series: pd.Series) -> Any:
+    """One column as Arrow strings holding each cell's JSON text ("null" for NA)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    dt = series.dtype
+    if isinstance(dt, pd.CategoricalDtype):
+        cats = _json_str([str(v) for v in dt.categories]) + ["null"]
+        codes = series.cat.codes.to_numpy()
+        codes = np.where(codes < 0, len(cats) - 1, codes)
+        return pa.array(cats, type=pa.string()).take(pa.array(codes))
+    if pd.api.types.is_integer_dtype(dt):
+        arr = pa.array(series.array if isinstance(series.array, pd.arrays.IntegerArray)
+                       else series.to_numpy(), from_pandas=True)
+        return pc.fill_null(pc.cast(arr, pa.string()), "null")
+    enc = pc.dictionary_encode(pa.array(series.to_numpy(dtype=object), type=pa.string(),
+                                        from_pandas=True))
+    words = _json_str(enc.dictionary.to_pylist()) + ["null"]
+    idx = pc.fill_null(enc.indices, len(words) - 1)
+    return pa.array(words, type=pa.string()).take(idx)
+
+
+def _arrow_chunks(df: pd.DataFrame, rows: int) -> Iterator[str]:
+    """The records JSON of an integer/text table, built column-wise by Arrow: the same bytes
+    as ``df.to_json(orient="records")``, a few times faster than pandas' encoder."""
+    import pyarrow.compute as pc
+
+    names = [json.dumps(c) for c in df.columns]
+    yield "["
+    for i in range(0, len(df), rows):
+        part = df.iloc[i:i + rows]
+        pieces: list[Any] = []
+        for j, c in enumerate(df.columns):
+            pieces.append(("{" if j == 0 else ",") + names[j] + ":")
+            pieces.append(_arrow_column(part[c]))
+        pieces.append("},")
+        text = pc.binary_join_element_wise(*pieces, "")
+        yield ("," if i else "") + _concat(text)[:-1]
+    yield "]"
+
+
+def _concat(arr: Any) -> str:
+    """All strings of an Arrow string array, back to back (one decode of its data buffer)."""
+    import pyarrow as pa
+
+    arr = arr.cast(pa.large_string()) if arr.type != pa.large_string() else arr
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    data = arr.buffers()[2]
+    return bytes(memoryview(data)[offsets[0]:offsets[-1]]).decode("utf-8")
 
 
 def result_to_dict(result: Any, _lazy: bool = False) -> dict[str, Any]:

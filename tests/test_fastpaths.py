@@ -1,0 +1,111 @@
+"""The numpy/Arrow fast paths give exactly what the pandas paths they replace give."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pandas.testing as pdt
+
+from cgprof.metrics import intervals as iv
+from cgprof.report import json_report as jr
+
+
+def _ops() -> pd.DataFrame:
+    # Two devices, two streams; overlapping and nested ops, a tie, hand-checkable ns.
+    return pd.DataFrame({
+        "device_id": np.array([0, 0, 0, 0, 1, 1, 0, 1], dtype=np.int64),
+        "stream_id": np.array([7, 7, 8, 7, 7, 9, 8, 9], dtype=np.int64),
+        "start_ns": np.array([100, 150, 120, 400, 10, 30, 500, 30], dtype=np.int64),
+        "end_ns": np.array([200, 180, 300, 450, 20, 60, 510, 40], dtype=np.int64),
+    }, index=pd.Index([10, 11, 12, 13, 14, 15, 16, 17]))
+
+
+def test_group_gaps_fast_path_equals_pandas_groupby():
+    ops = _ops()
+    for keys in (["device_id"], ["device_id", "stream_id"]):
+        fast = iv.group_gaps(ops, keys)
+        slow = iv._group_gaps_pandas(iv.sort_stable(ops, keys + ["start_ns", "end_ns"]), keys)
+        pdt.assert_frame_equal(fast, slow)
+    g = iv.group_gaps(ops, ["device_id"])
+    dev0 = g[g["device_id"] == 0]
+    # 100-200, 120-300 (overlap), 150-180 (inside), 400-450 (gap 100 after 300), 500-510
+    assert dev0["gap_ns"].tolist() == [0, 0, 0, 100, 50]
+    assert dev0["prev_idx"].tolist()[1:] == [10, 12, 12, 13]
+    assert dev0["prev_end_ns"].isna().tolist() == [True, False, False, False, False]
+
+
+def test_segment_cummax_wide_values_fall_back_to_a_loop():
+    v = np.array([5, 2**61, 3, 1, 9, 2], dtype=np.int64)
+    first = np.array([True, False, False, True, False, False])
+    assert iv._segment_cummax(v, first).tolist() == [5, 2**61, 2**61, 1, 9, 9]
+
+
+def test_busy_segments_equal_groupby_aggregation():
+    ops = _ops()
+    keys = ["device_id", "stream_id"]
+    g = iv.group_gaps(ops, keys)
+    fast = iv.busy_from_gaps(g, keys)
+    slow = iv.busy_from_gaps(g.astype({"device_id": "Int64"}), keys)  # nullable: groupby path
+    pdt.assert_frame_equal(fast, slow.astype({"device_id": "int64"}))
+    assert fast["busy_ns"].tolist() == [150, 190, 10, 30]  # (0,7) (0,8) (1,7) (1,9)
+
+
+def test_first_match_is_drop_duplicates_then_merge():
+    left = pd.DataFrame({"pid": np.array([5, 5, 9, 5, 9], dtype=np.int64),
+                         "corr_id": np.array([1, 2, 1, 7, 3], dtype=np.int64)})
+    right = pd.DataFrame({"pid": np.array([9, 5, 5, 9], dtype=np.int64),
+                          "corr_id": np.array([1, 2, 2, 3], dtype=np.int64),
+                          "v": [10, 20, 30, 40]})
+    keys = iv.pair_keys(left, right)
+    assert keys is not None
+    row = iv.first_match(*keys)
+    assert row.tolist() == [-1, 1, 0, -1, 3]
+    merged = left.merge(right.drop_duplicates(["pid", "corr_id"]), how="left")
+    got = np.where(row >= 0, right["v"].to_numpy()[np.maximum(row, 0)], -1)
+    assert got.tolist() == merged["v"].fillna(-1).astype(int).tolist()
+    assert iv.pair_keys(left.assign(corr_id=left["corr_id"] + 2**32), right) is None
+
+
+def test_arrow_json_writer_gives_pandas_bytes(monkeypatch):
+    df = pd.DataFrame({
+        "n": np.array([0, -3, 2**62, 7, 1], dtype=np.int64),
+        "m": pd.array([1, None, 3, None, 5], dtype="Int64"),
+        "kind": pd.Categorical(["a/b", None, 'q"<x>', "é", "a/b"]),
+        "api": np.array(["cudaLaunchKernel", "", "x\\y\n", "\u0001", "z"], dtype=object),
+        "s": pd.array(["p", None, "q", "", "r"], dtype="str"),
+    })
+    monkeypatch.setattr(jr, "_ARROW_MIN_ROWS", 1)
+    fast = jr._Table(df)
+    assert fast.raw is not None
+    monkeypatch.setattr(jr, "_ARROW_MIN_ROWS", 10**9)
+    slow = jr._Table(df)
+    assert slow.raw is None
+    for rows in (2, 5, 100):
+        assert "".join(fast.chunks(rows)) == "".join(slow.chunks(rows))
+    assert "".join(fast.chunks(2)).startswith('[{"api":"cudaLaunchKernel","kind":"a\\/b","m":1,')
+    monkeypatch.setattr(jr, "_ARROW_MIN_ROWS", 1)
+    assert jr._Table(df.assign(f=1.5)).raw is None  # floats stay with pandas' encoder
+
+
+def test_step_groups_enclosing_and_inner_warmup_ranges(make_db):
+    """The vectorised group sweep: the innermost enclosing range names the group; a warm-up
+    range enclosing a step or lying inside it (ending by the step's end) marks it warm-up."""
+    from nsysdb import K, N, R
+
+    import cgprof
+
+    ks, rs, ns = [], [], []
+    for s in range(6):
+        t = 1_000_000 + s * 100_000
+        ns.append(N(t, t + 99_000, "step", domain="cgprof"))
+        rs.append(R(t + 1000, t + 3000, "cudaLaunchKernel_v7000", corr=s + 1))
+        ks.append(K(t + 5000, t + 9000, "gemm", corr=s + 1))
+    ns.append(N(900_000, 1_700_000, "outer"))
+    ns.append(N(950_000, 1_250_000, "eager"))  # steps 0-1 (innermost beats "outer")
+    ns.append(N(999_000, 1_099_500, "warmup", domain="cgprof"))  # encloses step 0
+    ns.append(N(1_210_000, 1_250_000, "warmup", domain="cgprof"))  # inside step 2
+    ns.append(N(1_310_000, 1_450_000, "warmup", domain="cgprof"))  # starts in 3, ends in 4
+    r = cgprof.analyze(make_db(kernels=ks, runtime=rs, nvtx=ns, graph_trace_mode="node"))
+    st = r.steps.steps
+    assert list(st["group"]) == ["warmup", "eager", "outer", "outer", "outer", "outer"]
+    assert list(st["mode"]) == ["warmup", "eager", "warmup", "eager", "eager", "eager"]
