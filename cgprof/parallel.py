@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from cgprof.errors import CgprofError, TraceError
-from cgprof.ranks import RankResult, RanksResult, analyze_rank, reduce_ranks, split_ranks
+from cgprof.ranks import (
+    RankResult,
+    RanksResult,
+    analyze_rank,
+    reduce_ranks,
+    split_ranks,
+    with_others,
+)
 
 __all__ = ["analyze_file", "analyze_files", "expand_inputs", "default_jobs", "is_trace_dir",
            "DASK_ENV"]
@@ -101,11 +108,12 @@ def analyze_file(path: str, step: str | None = None, skip: int = 0,
             raise TraceError(f"{path}: no process with GPU work, so no rank")
         out = [analyze_rank(r, str(path), step=step, skip=skip, min_gap_us=min_gap_us).compact()
                for r in ranks]
+        out = with_others(out, trace, str(path))
     except CgprofError:
         raise
     except Exception as exc:  # a bug or an unreadable file: still one line naming the file
         raise CgprofError(f"{path}: analysis failed ({type(exc).__name__}: {exc})") from None
-    return sorted(out, key=lambda r: r.pid)
+    return out
 
 
 def _pool_context() -> Any:
@@ -196,6 +204,7 @@ def analyze_files(paths: Sequence[str | Path], step: str | None = None, skip: in
     else:
         per_file = _run_local(names, kwargs, jobs or default_jobs(), say)
     # Dask was sent absolute paths: report the paths as given, as a local run does.
-    per_file = [[dataclasses.replace(r, path=str(p)) for r in rs]
+    per_file = [[dataclasses.replace(r, path=str(p), others=None if r.others is None else
+                                     dataclasses.replace(r.others, path=str(p))) for r in rs]
                 for rs, p in zip(per_file, paths, strict=True)]
     return reduce_ranks([str(p) for p in paths], per_file, rank=rank)

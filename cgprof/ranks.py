@@ -13,7 +13,9 @@ Rank ids, first rule that gives every rank a distinct id:
 3. ``order``: position in process order (pid for one trace; file, then pid for many files).
 
 Processes with no GPU rows (kernels, copies, memsets, graph replays) are not ranks: launchers
-such as torchrun never touch CUDA.
+such as torchrun launch no work. What they did call (torchrun's CUDA initialisation makes one
+``cuModuleGetLoadingMode`` call) is kept apart as :class:`OtherProcesses`, so that the ranks'
+whole-trace API and NVTX summaries plus theirs add up to the file's, as ``nsys stats`` counts.
 
 Cross-rank figures (:class:`CrossRank`): steps are aligned by step index (step ``i`` after
 ``--skip`` on every rank). A collective is an NCCL kernel (name contains ``nccl``, any case)
@@ -39,7 +41,8 @@ from cgprof.errors import AnalysisError
 from cgprof.trace import Trace
 
 __all__ = [
-    "Rank", "RankResult", "RanksResult", "CrossRank", "split_ranks", "gpu_pids",
+    "Rank", "RankResult", "RanksResult", "CrossRank", "OtherProcesses", "split_ranks",
+    "gpu_pids", "other_processes",
     "sub_trace", "rank_marker", "assign_rank_ids", "analyze_rank", "analyze_ranks",
     "cross_rank", "reduce_ranks", "RANK_MARKER_DOMAIN", "RANK_MARKER_PREFIX", "COLLECTIVE_TEXT",
 ]
@@ -76,6 +79,44 @@ def gpu_pids(trace: Trace) -> list[int]:
         if len(df):
             pids.update(int(p) for p in pd.unique(df["pid"]))
     return sorted(pids)
+
+
+@dataclass
+class OtherProcesses:
+    """The processes of one file that are not ranks (no GPU work), e.g. torchrun's launcher:
+    their API calls and NVTX ranges, summarised as the ranks' are (whole trace)."""
+
+    path: str
+    pids: list[int]
+    api_summary: pd.DataFrame
+    nvtx_summary: pd.DataFrame
+
+    @property
+    def api_calls(self) -> int:
+        return int(self.api_summary["calls"].sum())
+
+    @property
+    def nvtx_ranges(self) -> int:
+        return int(self.nvtx_summary["instances"].sum())
+
+
+def other_processes(trace: Trace, path: str) -> OtherProcesses | None:
+    """What the processes without GPU work recorded (API calls, NVTX ranges); None when no
+    such process called the CUDA API or opened a range."""
+    from cgprof.metrics.summaries import api_summary, nvtx_summary
+
+    ranks = gpu_pids(trace)
+    rt, nv = trace.runtime, trace.nvtx
+    rt = rt[~rt["pid"].isin(ranks)]
+    nv = nv[~nv["pid"].isin(ranks)]
+    if not len(rt) and not len(nv):
+        return None
+    pids = sorted({int(p) for p in pd.unique(rt["pid"])} | {int(p) for p in pd.unique(nv["pid"])})
+    sub = dataclasses.replace(trace, runtime=rt.reset_index(drop=True),
+                              nvtx=nv.reset_index(drop=True))
+    out = OtherProcesses(path=path, pids=pids, api_summary=api_summary(sub),
+                         nvtx_summary=nvtx_summary(sub))
+    return out if out.api_calls or out.nvtx_ranges else None
 
 
 def rank_marker(trace: Trace, pid: int | None = None) -> int | None:
@@ -169,6 +210,8 @@ class RankResult:
     result: Any
     collectives: pd.DataFrame
     source: str = "order"
+    #: The file's processes that are not ranks; carried by the file's first rank only.
+    others: OtherProcesses | None = None
 
     def compact(self) -> RankResult:
         """The same result without the loaded trace and the per-gap/per-call tables."""
@@ -388,6 +431,11 @@ class RanksResult:
     cross: CrossRank
     selected: int | None = None
 
+    @property
+    def others(self) -> list[OtherProcesses]:
+        """Per file, its processes that are not ranks (only files that have some)."""
+        return [r.others for r in self.ranks if r.others is not None]
+
     def shown(self) -> list[RankResult]:
         """The ranks whose full report is shown (all, or the one ``--rank`` chose)."""
         if self.selected is None:
@@ -428,7 +476,15 @@ def analyze_ranks(trace: Trace, step: str | None = None, skip: int = 0,
     path = str(trace.path)
     results = [analyze_rank(r, path, step=step, skip=skip, min_gap_us=min_gap_us)
                for r in ranks]
-    return reduce_ranks([path], [sorted(results, key=lambda x: x.pid)], rank=rank)
+    return reduce_ranks([path], [with_others(results, trace, path)], rank=rank)
+
+
+def with_others(results: Sequence[RankResult], trace: Trace, path: str) -> list[RankResult]:
+    """One file's ranks in pid order, the first carrying the file's other processes."""
+    out = sorted(results, key=lambda x: x.pid)
+    if out:
+        out[0] = dataclasses.replace(out[0], others=other_processes(trace, path))
+    return out
 
 
 # ---------------------------------------------------------------------------------------

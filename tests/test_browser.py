@@ -102,6 +102,27 @@ def test_diff_report_node_vs_graph_granularity(tmp_path, node):
     screenshot(tmp_path, page, "report-diff-node-vs-graph.png")
 
 
+def test_ddp_rank_diff_report(tmp_path):
+    """`cgprof diff --rank N` of the two-GPU DDP pair: each rank's page renders cleanly, its
+    timelines follow each other, and it names the rank."""
+    from click.testing import CliRunner
+
+    from cgprof.cli import main
+
+    eager, graph = TRACES / "ddp_mlp_train_eager.sqlite", TRACES / "ddp_mlp_train_graph.sqlite"
+    for rank in (0, 1):
+        page = tmp_path / f"ddp-rank{rank}.html"
+        res = CliRunner().invoke(main, ["diff", str(eager), str(graph), "--rank", str(rank),
+                                        "--labels", "eager,graph", "-o", str(page)])
+        assert res.exit_code == 0, res.output
+        check, dom, console, _ = selfcheck(tmp_path, page, "#selftest-zoom")
+        assert_clean(check, console, 6)
+        assert re.fullmatch(rf"graph rank {rank} is 1\d\.\d\dx faster per step than eager "
+                            rf"rank {rank}", check["verdict"]), check["verdict"]
+        assert check["zoom"]["followed"] and check["step"]["aligned"]
+        screenshot(tmp_path, page, f"report-ddp-rank{rank}.png")
+
+
 def test_single_report(tmp_path, node):
     page = tmp_path / "single.html"
     page.write_text(H.render_single(node), encoding="utf-8")

@@ -30,6 +30,29 @@ def _run(path: Path, step, skip, jobs):
     return analyze(trace, step=step, skip=skip)
 
 
+def _one_rank(run, rank: int, path: Path, step, skip):
+    """Rank ``rank`` of a run as a single-process AnalysisResult with its trace (for the
+    step-aligned table and the HTML timeline). A one-process run has only rank 0."""
+    from cgprof.metrics import analyze
+    from cgprof.ranks import gpu_pids, sub_trace
+    from cgprof.trace import load
+
+    if not hasattr(run, "cross"):
+        if rank != 0:
+            raise CgprofError(f"{path}: holds 1 rank (rank 0); no rank {rank}")
+        return run
+    found = next((r for r in run.ranks if r.rank_id == rank), None)
+    if found is None:
+        known = ", ".join(str(r.rank_id) for r in run.ranks)
+        raise CgprofError(f"{path}: no rank {rank} (ranks: {known})")
+    if found.result.trace is not None:
+        return found.result
+    trace = load(found.path)  # a folder's ranks come back without their trace
+    if len(gpu_pids(trace)) > 1:
+        trace = sub_trace(trace, found.pid)
+    return analyze(trace, step=step, skip=skip)
+
+
 @click.command("diff")
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
@@ -56,10 +79,14 @@ def _run(path: Path, step, skip, jobs):
               help="Events drawn per run timeline in the HTML report [default: 20000].")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Worker processes for runs given as folders of per-rank traces.")
+@click.option("--rank", "rank", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Compare rank N of both runs as two single-rank traces (step-aligned "
+                   "table, --steps, --mode and the HTML report); without it, runs of "
+                   "several ranks are compared rank by rank and overall.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @engine_options
 def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, skip,
-            max_events, jobs, force) -> None:
+            max_events, jobs, rank, force) -> None:
     """Compare CANDIDATE against BASELINE (nsys SQLite exports), step i against step i.
 
     \b
@@ -67,9 +94,10 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
       cgprof diff run.sqlite run.sqlite --mode eager,graph      # one trace, both kinds
       cgprof diff a.sqlite b.sqlite --steps 10:30 --json diff.json
       cgprof diff eager_run/ graph_run/                        # folders of per-rank traces
+      cgprof diff ddp_eager.sqlite ddp_graph.sqlite --rank 1 -o rank1.html
 
     Runs with several ranks (a folder of per-rank traces, or one trace of several processes)
-    are compared rank by rank and overall.
+    are compared rank by rank and overall; --rank N compares one rank step by step.
     """
     from cgprof.diff import diff, parse_labels, parse_modes, parse_steps
     from cgprof.report import diff_text
@@ -82,6 +110,8 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
         if names is None:
             ma, mb = modes
             names = (ma, mb) if ma and mb and ma != mb else ("baseline", "candidate")
+        if rank is not None:  # every table, title and legend says which rank it shows
+            names = tuple(n if "rank" in n else f"{n} rank {rank}" for n in names)
         outputs = [p for p in (None if json_out in (None, "-") else Path(json_out), html_out)
                    if p is not None]
         for p in outputs:
@@ -89,13 +119,16 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
         same = Path(baseline).resolve() == Path(candidate).resolve()
         base = _run(baseline, step, skip, jobs)
         cand = base if same else _run(candidate, step, skip, jobs)
+        if rank is not None:
+            base = _one_rank(base, rank, baseline, step, skip)
+            cand = base if same else _one_rank(cand, rank, candidate, step, skip)
         if hasattr(base, "cross") or hasattr(cand, "cross"):
             from cgprof.ranks import as_ranks, diff_ranks
 
             if html_out is not None or steps is not None or mode is not None:
                 raise CgprofError("multi-rank runs are compared rank by rank on their "
                                   "steady-state steps; -o, --steps and --mode compare two "
-                                  "single-rank traces (analyze with --rank N to see one rank)")
+                                  "single-rank traces: pick one rank with --rank N")
             rd = diff_ranks(as_ranks(base), as_ranks(cand), labels=names)
             if json_out == "-":
                 click.echo(diff_text.render_ranks_json(rd), nl=False)

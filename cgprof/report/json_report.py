@@ -294,6 +294,12 @@ def ranks_to_dict(rr: Any, _lazy: bool = False) -> dict[str, Any]:
             "step_ranks": table(cr.step_ranks),
             "waits": table(cr.waits),
             "notes": list(cr.notes),
+            # processes that are not ranks (no GPU work): with the ranks' summaries they add
+            # up to each file's, as nsys stats counts
+            "other_processes": [{"path": o.path, "pids": list(o.pids),
+                                 "api_calls": o.api_calls, "nvtx_ranges": o.nvtx_ranges,
+                                 "api_summary": table(o.api_summary),
+                                 "nvtx_summary": table(o.nvtx_summary)} for o in rr.others],
         },
         "traces": traces,
     }

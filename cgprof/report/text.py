@@ -280,6 +280,14 @@ def _ranks_section(rr: Any) -> list[str]:
     out.append("  (steps, step times, NCCL and waits: each rank's analysis window, effective us; "
                "kernels and API calls: whole trace; slowest: aligned window steps where it was "
                "the slowest rank; wait: last rank's start of a collective minus this rank's)")
+    for o in rr.others:
+        pids = ", ".join(str(p) for p in o.pids)
+        where = f" of {o.path}" if files else ""
+        top = ", ".join(f"{n} x{c}" for n, c in zip(o.api_summary["name"].head(3),
+                                                     o.api_summary["calls"].head(3), strict=True))
+        out.append(f"  not ranks (no GPU work){where}: pid {pids}: {o.api_calls} API calls"
+                   + (f" ({top})" if top else "") + f", {o.nvtx_ranges} NVTX range{'s' if o.nvtx_ranges != 1 else ''}; with the "
+                   "ranks' they add up to the file's (nsys stats)")
     st = cr.steps
     if st.empty:
         out.append("Step time by rank: no steps to align")
