@@ -260,6 +260,10 @@ def render_ranks(rr: Any) -> str:
     return "\n".join(out) + "\n"
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def _ranks_section(rr: Any) -> list[str]:
     cr = rr.cross
     where = rr.paths[0] if len(rr.paths) == 1 else f"{len(rr.paths)} files"
@@ -285,9 +289,10 @@ def _ranks_section(rr: Any) -> list[str]:
         where = f" of {o.path}" if files else ""
         top = ", ".join(f"{n} x{c}" for n, c in zip(o.api_summary["name"].head(3),
                                                      o.api_summary["calls"].head(3), strict=True))
-        out.append(f"  not ranks (no GPU work){where}: pid {pids}: {o.api_calls} API calls"
-                   + (f" ({top})" if top else "") + f", {o.nvtx_ranges} NVTX range{'s' if o.nvtx_ranges != 1 else ''}; with the "
-                   "ranks' they add up to the file's (nsys stats)")
+        out.append(f"  not ranks (no GPU work){where}: pid {pids}: "
+                   f"{_count(o.api_calls, 'API call')}" + (f" ({top})" if top else "")
+                   + f", {_count(o.nvtx_ranges, 'NVTX range')}; with the ranks' they add up "
+                   "to the file's (nsys stats)")
     st = cr.steps
     if st.empty:
         out.append("Step time by rank: no steps to align")
