@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# cgprof analyze against nsys stats / nsys analyze on the GPU machine, same files, same run
+# (issue 10's side-by-side). Run from the project root after
+#   source .device-kit/setup-on-device.sh; export PYTHONPATH=$PWD:$PYTHONPATH
+# Writes its logs to $OUT (default /tmp/bench-vs-nsys):
+#   bench_1m.txt   scripts/bench_analyze.py --vs-nsys on the 1M-kernel synthetic trace
+#   bench_r18.txt  the same on a real 300-step ResNet-18 eager training trace (cgprof record)
+#   nsys_rep.txt   a .nsys-rep given straight to cgprof analyze (exported with this nsys)
+#                  gives the same JSON as its SQLite export
+set -uo pipefail
+OUT=${OUT:-/tmp/bench-vs-nsys}
+mkdir -p "$OUT"
+WORK=${WORK:-/tmp/bench-vs-nsys-work}
+mkdir -p "$WORK"
+echo "host: $(nproc) cores, $(nsys --version), $(python3 -c 'import duckdb, pyarrow, pandas;
+print("duckdb", duckdb.__version__, "pyarrow", pyarrow.__version__, "pandas", pandas.__version__)')"
+[ -f "$WORK/t1m.sqlite" ] || python3 scripts/synth_trace.py "$WORK/t1m.sqlite"
+python3 scripts/bench_analyze.py --trace "$WORK/t1m.sqlite" --repeat 2 --vs-nsys \
+  2>&1 | tee "$OUT/bench_1m.txt"
+if [ ! -f "$WORK/r18.sqlite" ]; then
+  python3 -m cgprof record -o "$WORK/r18" --force -- python3 -m cgprof run train \
+    --model resnet18 --mode eager --steps 300 --device cuda --seed 0 > "$OUT/record_r18.txt" 2>&1
+  tail -3 "$OUT/record_r18.txt"
+fi
+ls -la "$WORK"/r18.*
+python3 scripts/bench_analyze.py --trace "$WORK/r18.sqlite" --repeat 2 --vs-nsys \
+  2>&1 | tee "$OUT/bench_r18.txt"
+{
+  /usr/bin/time -f "nsys-rep: %e s, %M KB" python3 -m cgprof analyze "$WORK/r18.nsys-rep" \
+    --no-cache --json "$WORK/rep.json" --quiet
+  python3 -m cgprof analyze "$WORK/r18.sqlite" --no-cache --json "$WORK/sql.json" --quiet
+  python3 - "$WORK/rep.json" "$WORK/sql.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for d in (a, b):
+    d["trace"].pop("path")
+diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+print("nsys-rep vs sqlite JSON:", "identical (but for the path)" if not diff else f"differ in {diff}")
+PY
+} 2>&1 | tee "$OUT/nsys_rep.txt"
