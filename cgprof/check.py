@@ -5,7 +5,10 @@ The pieces, all pure data except the loaders and the history writer:
 - :func:`figures` is the one place that turns an analysis (an :class:`AnalysisResult`, the
   document ``cgprof analyze --json`` writes, or a baseline from ``--save-baseline``) into
   named figures (:data:`FIGURES`). Rules only ever see these figures, so one trace, a saved
-  baseline and (later) each rank of a multi-rank trace are checked the same way.
+  baseline and each rank of a multi-rank trace are checked the same way.
+- :func:`load_run` reads a trace or JSON document as :class:`RunFigures`: one set of figures
+  per rank (a single-process trace is rank 0); :func:`evaluate_run` applies the rules rank by
+  rank, each rank against the baseline's rank of the same id.
 - A :class:`Rule` is data: ``max``/``min`` with an absolute ``limit``, or ``regress`` with a
   relative ``tolerance`` against the baseline's value of the same figure.
 - :func:`evaluate` applies rules to one set of figures (and the baseline's) and returns a
@@ -41,12 +44,16 @@ __all__ = [
     "CheckResult",
     "Rule",
     "RuleResult",
+    "RunFigures",
     "append_history",
     "baseline_document",
     "evaluate",
+    "evaluate_run",
     "figures",
     "load_config",
     "load_figures",
+    "load_run",
+    "run_baseline_document",
     "parse_rule",
     "parse_tolerance",
     "read_history",
@@ -158,6 +165,10 @@ def figures(result: Any) -> dict[str, float | None]:
     """
     if isinstance(result, dict):
         if result.get("kind") == BASELINE_KIND:
+            if "ranks" in result:
+                raise CheckConfigError(
+                    "a baseline of several ranks has one set of figures per rank: read it "
+                    "with load_run")
             return _typed(result.get("figures") or {})
         steps = result.get("steps", {}).get("steps", [])
         comp = (result.get("replays", {}).get("summary", {}).get("compactness") or {}).get("p50")
@@ -199,17 +210,48 @@ def _load_json(path: Path) -> dict[str, Any]:
             f"{path}: written with JSON schema_version {doc['schema_version']!r}; this cgprof "
             f"reads {JSON_SCHEMA_VERSION} (re-create it with this cgprof)")
     if "traces" in doc:
-        raise CheckConfigError(
-            f"{path}: holds {len(doc['traces'])} traces; give the JSON of one trace")
-    if doc.get("kind") != BASELINE_KIND:
-        if not isinstance(doc.get("steps"), dict):
-            raise CheckConfigError(
-                f"{path}: not a cgprof analyze or baseline document (no steps)")
-        if not isinstance(doc.get("coverage"), dict):
-            raise CheckConfigError(
-                f"{path}: written by a cgprof without the analysis window's coverage "
-                "figures; re-run `cgprof analyze --json` on its trace")
+        # `cgprof analyze --json` of a multi-rank run: one document per rank, each with its
+        # `rank` object; documents of several unrelated traces have no rank to pair them by.
+        traces = doc["traces"]
+        if (not isinstance(traces, list) or not traces
+                or not all(isinstance(t, dict) and isinstance(t.get("rank"), dict)
+                           and _is_int(t["rank"].get("rank")) for t in traces)):
+            n = len(traces) if isinstance(traces, list) else 0
+            raise CheckConfigError(f"{path}: holds {n} traces; give the JSON of one trace")
+        ids = [t["rank"]["rank"] for t in traces]
+        if len(set(ids)) != len(ids):
+            raise CheckConfigError(f"{path}: holds rank {_dup(ids)} more than once")
+        for t in traces:
+            _check_analysis_doc(t, path, f" (rank {t['rank']['rank']})")
+    elif doc.get("kind") == BASELINE_KIND:
+        if "ranks" in doc:
+            ranks = doc["ranks"]
+            if (not isinstance(ranks, dict) or not ranks
+                    or not all(re.fullmatch(r"\d+", str(k)) and isinstance(v, dict)
+                               for k, v in ranks.items())):
+                raise CheckConfigError(
+                    f"{path}: 'ranks' must map rank ids (\"0\", \"1\", ...) to figures")
+    else:
+        _check_analysis_doc(doc, path, "")
     return doc
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _dup(ids: list[Any]) -> Any:
+    return next(i for i in ids if ids.count(i) > 1)
+
+
+def _check_analysis_doc(doc: dict[str, Any], path: Path, where: str) -> None:
+    if not isinstance(doc.get("steps"), dict):
+        raise CheckConfigError(
+            f"{path}: not a cgprof analyze or baseline document (no steps){where}")
+    if not isinstance(doc.get("coverage"), dict):
+        raise CheckConfigError(
+            f"{path}: written by a cgprof without the analysis window's coverage "
+            f"figures{where}; re-run `cgprof analyze --json` on its trace")
 
 
 def _is_json(path: Path) -> bool:
@@ -231,6 +273,81 @@ def load_figures(path: str | Path, step: str | None = None, skip: int = 0
 
     result = analyze(path, step=step, skip=skip)
     return figures(result), result
+
+
+@dataclass
+class RunFigures:
+    """The figures of one run, per rank: ``ranks`` maps rank id -> figures. ``multi`` is False
+    for a single-process trace (its one set is rank 0) and for a one-trace JSON document or
+    baseline; ``ids`` are every rank id the input holds (``ranks`` may hold only some of them
+    when one was asked for)."""
+
+    ranks: dict[int, dict[str, float | None]]
+    multi: bool
+    ids: list[int] = field(default_factory=list)
+
+    def select(self, rank: int | None, path: str | Path) -> RunFigures:
+        """Only rank ``rank`` (all when None); a rank the input does not hold is an error."""
+        if rank is None:
+            return self
+        if not self.multi:
+            if rank != 0:
+                raise CheckConfigError(f"{path}: holds 1 rank (rank 0); no rank {rank}")
+            return self
+        if rank not in self.ranks:
+            known = ", ".join(str(i) for i in self.ids)
+            raise CheckConfigError(f"{path}: no rank {rank} (ranks: {known})")
+        return RunFigures({rank: self.ranks[rank]}, True, self.ids)
+
+
+def _json_run(doc: dict[str, Any]) -> RunFigures:
+    if "traces" in doc:
+        ranks = {int(t["rank"]["rank"]): figures(t) for t in doc["traces"]}
+    elif doc.get("kind") == BASELINE_KIND and "ranks" in doc:
+        ranks = {int(k): _typed(v) for k, v in doc["ranks"].items()}
+    else:
+        return RunFigures({0: figures(doc)}, False, [0])
+    ranks = dict(sorted(ranks.items()))
+    return RunFigures(ranks, True, list(ranks))
+
+
+def load_run(path: str | Path, step: str | None = None, skip: int = 0,
+             only: int | None = None) -> RunFigures:
+    """Figures of a trace or JSON document, one set per rank.
+
+    A trace whose GPU work comes from several processes (a ``torchrun`` job in one nsys
+    report) is split into ranks (:func:`cgprof.ranks.split_ranks`) and each rank's sub-trace
+    is analysed on its own, as ``cgprof analyze`` does; ``only`` analyses just that rank of
+    such a trace (none when it has no such rank). A JSON document is a baseline file (one set
+    of figures, or ``ranks``) or the ``cgprof analyze --json`` document of one trace or of a
+    multi-rank run (every trace document with its ``rank``)."""
+    path = Path(path)
+    if path.is_file() and _is_json(path):
+        return _json_run(_load_json(path))
+    from cgprof.metrics import analyze
+    from cgprof.ranks import analyze_rank, gpu_pids, split_ranks
+    from cgprof.trace import load
+
+    trace = load(path)
+    if len(gpu_pids(trace)) <= 1:
+        return RunFigures({0: figures(analyze(trace, step=step, skip=skip))}, False, [0])
+    ranks = split_ranks(trace)
+    ids = [r.rank_id for r in ranks]
+    chosen = [r for r in ranks if only is None or r.rank_id == only]
+    return RunFigures({r.rank_id: figures(analyze_rank(r, str(path), step=step,
+                                                       skip=skip).result) for r in chosen},
+                      True, ids)
+
+
+def run_baseline_document(run: RunFigures, source: str) -> dict[str, Any]:
+    """What ``--save-baseline`` writes for a run: :func:`baseline_document` of a single-rank
+    run, or the same document with ``ranks`` (rank id -> figures) instead of ``figures``."""
+    if not run.multi:
+        return baseline_document(run.ranks[0], source)
+    doc = baseline_document({}, source)
+    del doc["figures"]
+    doc["ranks"] = {str(i): {k: figs.get(k) for k in FIGURES} for i, figs in run.ranks.items()}
+    return doc
 
 
 # --- rules -----------------------------------------------------------------------------------
@@ -262,17 +379,36 @@ class RuleResult:
     limit: float | None
     baseline: float | None
     message: str
+    #: The rank the rule was applied to; None for a single-rank run.
+    rank: int | None = None
 
 
 @dataclass
 class CheckResult:
-    """All rules applied to one run."""
+    """All rules applied to one run. For a run of several ranks, every :class:`RuleResult`
+    carries its rank, ``ranks`` holds each rank's figures and ``baseline_ranks`` the baseline
+    figures it was compared with (None: no baseline, or the rank is not in it); ``figures``
+    and ``baseline_figures`` are then empty / None. ``notes`` say how ranks were paired."""
 
     source: str
     baseline_source: str | None
     figures: dict[str, float | None]
     baseline_figures: dict[str, float | None] | None
     results: list[RuleResult] = field(default_factory=list)
+    ranks: dict[int, dict[str, float | None]] | None = None
+    baseline_ranks: dict[int, dict[str, float | None] | None] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def multi(self) -> bool:
+        return self.ranks is not None
+
+    def for_rank(self, rank: int) -> CheckResult:
+        """Rank ``rank``'s part as a single-rank result (its figures and rule results)."""
+        assert self.ranks is not None and self.baseline_ranks is not None
+        return CheckResult(source=self.source, baseline_source=self.baseline_source,
+                           figures=self.ranks[rank], baseline_figures=self.baseline_ranks[rank],
+                           results=[r for r in self.results if r.rank == rank])
 
     @property
     def failed(self) -> list[RuleResult]:
@@ -385,6 +521,41 @@ def evaluate(rules: list[Rule], figs: dict[str, float | None],
         else:
             raise CheckConfigError(f"unknown rule operator {rule.op!r}")
         out.results.append(RuleResult(rule, status, value, limit, base, msg))
+    return out
+
+
+def evaluate_run(rules: list[Rule], run: RunFigures, baseline: RunFigures | None = None,
+                 source: str = "", baseline_source: str | None = None) -> CheckResult:
+    """Apply ``rules`` to every rank of ``run``; a single-rank run against a single-rank (or
+    no) baseline is exactly :func:`evaluate`.
+
+    Rank ``i`` is compared with the baseline's rank ``i``; a rank the baseline lacks gets
+    ``skip`` for the regression rules. A single-rank baseline is compared with every rank; a
+    single-rank run against a baseline of several ranks is its rank 0."""
+    if not run.multi and (baseline is None or not baseline.multi):
+        return evaluate(rules, run.ranks[0], None if baseline is None else baseline.ranks[0],
+                        source=source, baseline_source=baseline_source)
+    out = CheckResult(source=source, baseline_source=baseline_source, figures={},
+                      baseline_figures=None, ranks=dict(run.ranks), baseline_ranks={})
+    if baseline is not None:
+        if not baseline.multi:
+            out.notes.append("the baseline holds one rank: every rank is compared with it")
+        elif not run.multi:
+            out.notes.append("the run holds one rank: compared as rank 0 with the baseline's "
+                             "rank 0")
+    known = ", ".join(str(i) for i in baseline.ids) if baseline is not None else ""
+    for rank, figs in run.ranks.items():
+        base: dict[str, float | None] | None = None
+        if baseline is not None:
+            base = baseline.ranks[0] if not baseline.multi else baseline.ranks.get(rank)
+        res = evaluate(rules, figs, base if baseline is None or base is not None else {})
+        for r in res.results:
+            r.rank = rank
+            if baseline is not None and base is None and r.rule.op == "regress":
+                r.message = f"rank {rank} is not in the baseline (ranks: {known})"
+        out.results.extend(res.results)
+        assert out.baseline_ranks is not None
+        out.baseline_ranks[rank] = base
     return out
 
 
@@ -544,42 +715,59 @@ def append_history(path: Path, result: CheckResult, commit: str | None,
 
     Tables: ``runs`` (id, time_utc, commit, source, baseline, passed, failed, FIGURE...) and
     ``rules`` (run_id, rule, figure, op, status, value, limit, baseline), one transaction.
+
+    A check of several ranks appends one ``runs`` row per rank, with consecutive ids (the
+    first is returned) and the rank in a ``rank`` column, each with that rank's figures, its
+    rules' pass/fail counts and its ``rules`` rows. The column is added to an older database
+    on the first such run (``ALTER TABLE ... ADD COLUMN``); single-rank runs leave it NULL, so
+    old databases stay readable and old rows keep their meaning.
     """
     import sqlite_utils
 
     check_history_file(path)
     when = when or datetime.now(timezone.utc)
-    counts = result.counts()
-    row: dict[str, Any] = {
-        "time_utc": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "commit": commit,
-        "source": result.source,
-        "baseline": result.baseline_source,
-        "passed": int(result.passed),
-        "rules_failed": counts["fail"],
-        "rules_passed": counts["pass"],
-    }
-    row.update({k: result.figures.get(k) for k in FIGURES})
+    parts = ([(rank, result.for_rank(rank)) for rank in result.ranks]
+             if result.ranks is not None else [(None, result)])
     columns = {"id": int, "time_utc": str, "commit": str, "source": str, "baseline": str,
                "passed": int, "rules_failed": int, "rules_passed": int,
                **{k: float for k in FIGURES}}
+    if result.ranks is not None:
+        columns["rank"] = int
     db = sqlite_utils.Database(path)
+    ids: list[int] = []
     try:
         with db.conn:
             runs = db.table("runs")
             if not runs.exists():
                 runs.create(columns, pk="id")
-            run_id = int(runs.insert(row, alter=True).last_pk or 0)
-            db.table("rules").insert_all(
-                [{"run_id": run_id, "rule": r.rule.name, "figure": r.rule.figure,
-                  "op": r.rule.op, "status": r.status, "value": r.value, "limit": r.limit,
-                  "baseline": r.baseline} for r in result.results],
-                columns={"run_id": int, "rule": str, "figure": str, "op": str, "status": str,
-                         "value": float, "limit": float, "baseline": float},
-                foreign_keys=[("run_id", "runs", "id")] if not db["rules"].exists() else None)
+            for rank, part in parts:
+                counts = part.counts()
+                row: dict[str, Any] = {
+                    "time_utc": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "commit": commit,
+                    "source": result.source,
+                    "baseline": result.baseline_source,
+                    "passed": int(part.passed),
+                    "rules_failed": counts["fail"],
+                    "rules_passed": counts["pass"],
+                }
+                row.update({k: part.figures.get(k) for k in FIGURES})
+                if rank is not None:
+                    row["rank"] = rank
+                run_id = int(runs.insert(row, alter=True).last_pk or 0)
+                ids.append(run_id)
+                db.table("rules").insert_all(
+                    [{"run_id": run_id, "rule": r.rule.name, "figure": r.rule.figure,
+                      "op": r.rule.op, "status": r.status, "value": r.value, "limit": r.limit,
+                      "baseline": r.baseline} for r in part.results],
+                    columns={"run_id": int, "rule": str, "figure": str, "op": str,
+                             "status": str, "value": float, "limit": float,
+                             "baseline": float},
+                    foreign_keys=([("run_id", "runs", "id")] if not db["rules"].exists()
+                                  else None))
     finally:
         db.close()
-    return run_id
+    return ids[0]
 
 
 def read_history(path: Path) -> list[dict[str, Any]]:

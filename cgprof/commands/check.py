@@ -58,16 +58,24 @@ FIGURE_HELP = ("FIGURE is one of steps, step_p50_ns, step_p99_ns, launch_calls_p
               help="Append this run's figures and rule results to a SQLite history.")
 @click.option("--commit", metavar="SHA",
               help="Commit recorded in --history (default: `git rev-parse HEAD`).")
+@click.option("--rank", "rank", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Check only rank N of a trace of several ranks (a single-process trace is "
+                   "rank 0).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @click.pass_context
 def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_path, step, skip,
-            json_out, junit_out, github, save_baseline, history, commit, force) -> None:
+            json_out, junit_out, github, save_baseline, history, commit, rank, force) -> None:
     """Check TRACE's CUDA Graph health against rules; exit 0 pass, 1 fail, 2 bad input.
+
+    A trace of several ranks (one report of a torchrun job) is checked rank by rank: every
+    rule on each rank's own figures, against the baseline's rank of the same id; the run
+    fails when any rank fails a rule.
 
     \b
       cgprof check run.sqlite --max launch_calls_per_step=2 --min graph_kernel_share=0.95
       cgprof check run.sqlite --baseline base.json --regress step_p50_ns=5% --junit out.xml
       cgprof check run.sqlite --save-baseline base.json
+      cgprof check ddp.sqlite --rank 1 --max launch_calls_per_step=2
     """
     from cgprof import check as C
     from cgprof.report import check_report as R
@@ -106,17 +114,18 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
             check_writable(p, force)
         if history is not None:
             C.check_history_file(history)
-        figs, _ = C.load_figures(trace, step=step, skip=skip)
-        base_figs = None
+        run = C.load_run(trace, step=step, skip=skip, only=rank).select(rank, trace)
+        base_run = None
         if baseline is not None:
-            base_figs, _ = C.load_figures(baseline, step=step, skip=skip)
+            base_run = C.load_run(baseline, step=step, skip=skip,
+                                  only=rank if run.multi else None)
         if save_baseline is not None:
-            doc = C.baseline_document(figs, str(trace))
+            doc = C.run_baseline_document(run, str(trace))
             import json
 
             write_atomic(save_baseline, json.dumps(doc, sort_keys=True, indent=1) + "\n", force)
-        result = C.evaluate(rules, figs, base_figs, source=str(trace),
-                            baseline_source=None if baseline is None else str(baseline))
+        result = C.evaluate_run(rules, run, base_run, source=str(trace),
+                                baseline_source=None if baseline is None else str(baseline))
     except CgprofError as exc:
         raise ConfigProblem(str(exc)) from None
 
@@ -138,7 +147,14 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
             say(f"wrote {junit_out}")
         if history is not None:
             run_id = C.append_history(history, result, commit or C.git_commit())
-            say(f"appended run {run_id} to {history}")
+            if result.ranks is not None and len(result.ranks) > 1:
+                ids = ", ".join(str(i) for i in result.ranks)
+                say(f"appended runs {run_id}-{run_id + len(result.ranks) - 1} "
+                    f"(ranks {ids}) to {history}")
+            elif result.ranks is not None:
+                say(f"appended run {run_id} (rank {next(iter(result.ranks))}) to {history}")
+            else:
+                say(f"appended run {run_id} to {history}")
     except CgprofError as exc:
         raise ConfigProblem(str(exc)) from None
     ctx.exit(0 if result.passed else 1)

@@ -23,42 +23,78 @@ def _limit_text(r: RuleResult) -> str:
     return f"{'<=' if r.rule.op == 'max' else '>='} {fmt(r.limit, r.rule.figure)}"
 
 
+def _rank_label(r: RuleResult, width: int = 0) -> str:
+    return f"rank {r.rank}".ljust(width) if r.rank is not None else ""
+
+
+def _ranks_text(result: CheckResult) -> str:
+    ids = sorted(result.ranks or {})
+    return f"rank {ids[0]}" if len(ids) == 1 else f"ranks {', '.join(map(str, ids))}"
+
+
 def render_text(result: CheckResult) -> str:
-    """One line per rule (status, rule, value, limit, baseline) and a summary line."""
+    """One line per rule (status, rule, value, limit, baseline) and a summary line; for a run
+    of several ranks one line per rank and rule (``PASS  rank 0  max_...``), the counts over
+    all of them."""
     head = f"cgprof check {result.source}"
+    if result.multi:
+        head += f" ({_ranks_text(result)})"
     if result.baseline_source:
         head += f" against {result.baseline_source}"
-    lines = [head]
+    lines = [head] + [f"note: {n}" for n in result.notes]
     width = max((len(r.rule.name) for r in result.results), default=0)
+    rank_w = max((len(_rank_label(r)) for r in result.results), default=0)
     for r in result.results:
         value = fmt(r.value, r.rule.figure)
-        line = f"{r.status.upper():4}  {r.rule.name:<{width}}  {value:>10}  {_limit_text(r)}"
+        rank = f"{_rank_label(r, rank_w)}  " if r.rank is not None else ""
+        line = (f"{r.status.upper():4}  {rank}{r.rule.name:<{width}}  {value:>10}  "
+                f"{_limit_text(r)}")
         if r.status == "skip":
             line += f"  ({r.message})"
         lines.append(line.rstrip())
     c = result.counts()
     verdict = "passed" if result.passed else "FAILED"
-    lines.append(f"{verdict}: {len(result.results)} rules, {c['pass']} passed, "
+    if result.multi:
+        n_ranks = len(result.ranks or {})
+        n_rules = len(result.results) // max(n_ranks, 1)
+        what = f"{n_rules} rules x {n_ranks} rank{'' if n_ranks == 1 else 's'}"
+    else:
+        what = f"{len(result.results)} rules"
+    lines.append(f"{verdict}: {what}, {c['pass']} passed, "
                  f"{c['fail']} failed, {c['skip']} skipped")
     return "\n".join(lines) + "\n"
 
 
+def _rule_dict(r: RuleResult) -> dict[str, Any]:
+    d = {"name": r.rule.name, "figure": r.rule.figure, "op": r.rule.op,
+         "tolerance": r.rule.tolerance, "status": r.status, "value": r.value,
+         "limit": r.limit, "baseline": r.baseline, "message": r.message}
+    if r.rank is not None:
+        d["rank"] = r.rank
+    return d
+
+
 def to_dict(result: CheckResult) -> dict[str, Any]:
-    """The ``cgprof check --json`` document."""
-    return {
+    """The ``cgprof check --json`` document. A run of several ranks has ``figures`` and
+    ``baseline_figures`` null, ``ranks`` ({"0": {"figures", "baseline_figures"}, ...}),
+    ``notes``, and a ``rank`` in every rule."""
+    doc: dict[str, Any] = {
         "schema_version": CHECK_JSON_VERSION,
         "kind": "cgprof-check",
         "trace": result.source,
         "baseline": result.baseline_source,
         "passed": result.passed,
         "counts": result.counts(),
-        "figures": result.figures,
+        "figures": result.figures if not result.multi else None,
         "baseline_figures": result.baseline_figures,
-        "rules": [{"name": r.rule.name, "figure": r.rule.figure, "op": r.rule.op,
-                   "tolerance": r.rule.tolerance, "status": r.status, "value": r.value,
-                   "limit": r.limit, "baseline": r.baseline, "message": r.message}
-                  for r in result.results],
+        "rules": [_rule_dict(r) for r in result.results],
     }
+    if result.ranks is not None:
+        base = result.baseline_ranks or {}
+        doc["ranks"] = {str(i): {"figures": figs, "baseline_figures": base.get(i)}
+                        for i, figs in result.ranks.items()}
+        doc["notes"] = list(result.notes)
+    return doc
 
 
 def render_json(result: CheckResult) -> str:
@@ -66,7 +102,8 @@ def render_json(result: CheckResult) -> str:
 
 
 def render_junit(result: CheckResult) -> str:
-    """JUnit XML: one testsuite, one testcase per rule (failure / skipped elements)."""
+    """JUnit XML: one testsuite, one testcase per rule (per rank and rule, named
+    ``rank N: RULE``, for a run of several ranks), with failure / skipped elements."""
     c = result.counts()
     suites = ET.Element("testsuites", name="cgprof check", tests=str(len(result.results)),
                         failures=str(c["fail"]), errors="0", skipped=str(c["skip"]))
@@ -74,7 +111,8 @@ def render_junit(result: CheckResult) -> str:
                           tests=str(len(result.results)), failures=str(c["fail"]),
                           errors="0", skipped=str(c["skip"]))
     for r in result.results:
-        case = ET.SubElement(suite, "testcase", classname="cgprof.check", name=r.rule.name,
+        name = r.rule.name if r.rank is None else f"rank {r.rank}: {r.rule.name}"
+        case = ET.SubElement(suite, "testcase", classname="cgprof.check", name=name,
                              file=result.source)
         detail = f"value {fmt(r.value, r.rule.figure)}, limit {_limit_text(r)}"
         if r.status == "fail":
@@ -99,9 +137,10 @@ def render_github(result: CheckResult) -> str:
     """GitHub Actions workflow commands: one ``::error`` per failed rule, then a notice."""
     lines = []
     for r in result.failed:
+        rank = "" if r.rank is None else f"rank {r.rank}: "
         lines.append(f"::error file={_gh_prop(result.source)},"
-                     f"title={_gh_prop('cgprof check ' + r.rule.name)}::"
-                     f"{_gh_data(r.message + ' (limit ' + _limit_text(r) + ')')}")
+                     f"title={_gh_prop('cgprof check ' + rank + r.rule.name)}::"
+                     f"{_gh_data(rank + r.message + ' (limit ' + _limit_text(r) + ')')}")
     c = result.counts()
     level = "notice" if result.passed else "error"
     summary = f"{c['pass']} passed, {c['fail']} failed, {c['skip']} skipped"
@@ -117,15 +156,18 @@ def _label(run: dict[str, Any]) -> str:
     return f"#{run['id']} {commit}".rstrip()
 
 
-def render_history_text(runs: list[dict[str, Any]], path: str) -> str:
-    """Per figure: first, previous and last value and the change of the last vs first and vs
-    previous run, so a slow erosion shows as well as a sudden one."""
-    lines = [f"{path}: {len(runs)} runs"
-             + (f", {runs[0]['time_utc']} to {runs[-1]['time_utc']}" if runs else "")]
-    if not runs:
-        return "\n".join(lines) + "\n"
-    lines.append(f"{'figure':<22} {'first':>10} {'previous':>10} {'last':>10} "
-                 f"{'vs first':>9} {'vs prev':>9}")
+def _rank_groups(runs: list[dict[str, Any]]) -> list[tuple[Any, list[dict[str, Any]]]]:
+    """Runs grouped by their ``rank`` (None for single-rank runs and databases from before
+    the column), single-rank runs first, then by rank id; each group oldest first."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault(r.get("rank"), []).append(r)
+    return sorted(groups.items(), key=lambda kv: -1 if kv[0] is None else int(kv[0]))
+
+
+def _trend_lines(runs: list[dict[str, Any]]) -> list[str]:
+    lines = [f"{'figure':<22} {'first':>10} {'previous':>10} {'last':>10} "
+             f"{'vs first':>9} {'vs prev':>9}"]
 
     def change(a: Any, b: Any) -> str:
         if a is None or b is None:
@@ -143,6 +185,25 @@ def render_history_text(runs: list[dict[str, Any]], path: str) -> str:
         lines.append(f"{name:<22} {fmt(first, name):>10} {fmt(prev, name):>10} "
                      f"{fmt(last, name):>10} "
                      f"{change(first, last):>9} {change(prev, last):>9}")
+    return lines
+
+
+def render_history_text(runs: list[dict[str, Any]], path: str) -> str:
+    """Per figure: first, previous and last value and the change of the last vs first and vs
+    previous run, so a slow erosion shows as well as a sudden one. Runs of a multi-rank
+    trace (one row per rank, with ``rank``) get one such table per rank."""
+    lines = [f"{path}: {len(runs)} runs"
+             + (f", {runs[0]['time_utc']} to {runs[-1]['time_utc']}" if runs else "")]
+    if not runs:
+        return "\n".join(lines) + "\n"
+    groups = _rank_groups(runs)
+    if len(groups) == 1 and groups[0][0] is None:
+        lines += _trend_lines(runs)
+    else:
+        for rank, group in groups:
+            label = "single-rank runs" if rank is None else f"rank {rank}"
+            lines.append(f"{label}: {len(group)} runs")
+            lines += _trend_lines(group)
     failed = [r for r in runs if not r.get("passed")]
     lines.append(f"runs that failed a rule: {len(failed)}"
                  + (f" (last: {_label(failed[-1])})" if failed else ""))
@@ -157,18 +218,27 @@ def render_history_html(runs: list[dict[str, Any]], path: str) -> str:
     names = [n for n in FIGURES if any(r.get(n) is not None for r in runs)]
     fig = make_subplots(rows=max(len(names), 1), cols=1, shared_xaxes=True,
                         subplot_titles=names or ["no figures"], vertical_spacing=0.03)
-    x = [_label(r) for r in runs]
+    groups = _rank_groups(runs)
+    ranked = not (len(groups) == 1 and groups[0][0] is None)
+    line_colors = ["#888", "#264653", "#e9c46a", "#8d99ae", "#6d597a", "#b5838d"]
     for i, name in enumerate(names, start=1):
-        colors = ["#2a9d8f" if r.get("passed") else "#e63946" for r in runs]
-        fig.add_trace(go.Scatter(
-            x=x, y=[r.get(name) for r in runs], mode="lines+markers", name=name,
-            marker={"color": colors, "size": 8}, line={"color": "#888"},
-            customdata=[[r.get("time_utc"), r.get("commit") or ""] for r in runs],
-            hovertemplate="%{x}<br>%{customdata[0]}<br>" + name + " %{y}<extra></extra>"),
-            row=i, col=1)
+        for g, (rank, group) in enumerate(groups):
+            label = name if not ranked else (
+                "single-rank" if rank is None else f"rank {rank}")
+            colors = ["#2a9d8f" if r.get("passed") else "#e63946" for r in group]
+            fig.add_trace(go.Scatter(
+                x=[_label(r) for r in group], y=[r.get(name) for r in group],
+                mode="lines+markers", name=label, legendgroup=label, showlegend=i == 1,
+                marker={"color": colors, "size": 8},
+                line={"color": line_colors[g % len(line_colors)]},
+                customdata=[[r.get("time_utc"), r.get("commit") or ""] for r in group],
+                hovertemplate="%{x}<br>%{customdata[0]}<br>" + label + " " + name
+                              + " %{y}<extra></extra>"), row=i, col=1)
     fig.update_layout(title=f"cgprof check history: {path} ({len(runs)} runs; red = a rule "
-                            "failed)", showlegend=False, height=220 * max(len(names), 1) + 120,
-                      template="plotly_white")
-    fig.update_xaxes(type="category")
+                            "failed)", showlegend=ranked,
+                      height=220 * max(len(names), 1) + 120, template="plotly_white")
+    # the runs in id order on every axis, whichever rank's trace names a run first
+    fig.update_xaxes(type="category", categoryorder="array",
+                     categoryarray=[_label(r) for r in runs])
     return fig.to_html(full_html=True, include_plotlyjs=True, div_id="cgprof-history",
                        config={"displaylogo": False, "responsive": True})
