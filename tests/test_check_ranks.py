@@ -301,6 +301,8 @@ def test_history_one_row_per_rank_old_database_migrated(tmp_path):
     r1 = lines[lines.index("rank 1: 2 runs") + 2:]
     launch = next(ln for ln in r1 if ln.startswith("launch_calls_per_step"))
     assert launch.split() == ["launch_calls_per_step", "50", "50", "1", "-98.0%", "-98.0%"]
-    assert lines[-2:] == [f"runs that failed a rule: 2 (last: #3 {'b' * 8})", f"wrote {html}"]
+    # three checks wrote four rows; the eager one failed on both of its ranks
+    assert lines[0].startswith(f"{db}: 3 runs (4 rows, one per rank of a multi-rank run), ")
+    assert lines[-2:] == [f"runs that failed a rule: 1 (last: #3 {'b' * 8})", f"wrote {html}"]
     page = html.read_text()
     assert '"name":"rank1"' in page.replace(" ", "")  # one line per rank

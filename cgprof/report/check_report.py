@@ -192,7 +192,10 @@ def render_history_text(runs: list[dict[str, Any]], path: str) -> str:
     """Per figure: first, previous and last value and the change of the last vs first and vs
     previous run, so a slow erosion shows as well as a sudden one. Runs of a multi-rank
     trace (one row per rank, with ``rank``) get one such table per rank."""
-    lines = [f"{path}: {len(runs)} runs"
+    checks = _checks(runs)
+    rows = f" ({len(runs)} rows, one per rank of a multi-rank run)" if len(checks) != len(
+        runs) else ""
+    lines = [f"{path}: {len(checks)} runs{rows}"
              + (f", {runs[0]['time_utc']} to {runs[-1]['time_utc']}" if runs else "")]
     if not runs:
         return "\n".join(lines) + "\n"
@@ -204,10 +207,22 @@ def render_history_text(runs: list[dict[str, Any]], path: str) -> str:
             label = "single-rank runs" if rank is None else f"rank {rank}"
             lines.append(f"{label}: {len(group)} runs")
             lines += _trend_lines(group)
-    failed = [r for r in runs if not r.get("passed")]
+    failed = [rs for rs in checks.values() if not all(r.get("passed") for r in rs)]
     lines.append(f"runs that failed a rule: {len(failed)}"
-                 + (f" (last: {_label(failed[-1])})" if failed else ""))
+                 + (f" (last: {_label(failed[-1][-1])})" if failed else ""))
     return "\n".join(lines) + "\n"
+
+
+def _checks(runs: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """Rows grouped into the checks that wrote them: one row per single-rank check, one row
+    per rank of a multi-rank check (same time, commit, trace and baseline), in order."""
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in runs:
+        key = (r.get("time_utc"), r.get("commit"), r.get("source"), r.get("baseline"))
+        if r.get("rank") is None:
+            key = ("row", r["id"])
+        out.setdefault(key, []).append(r)
+    return out
 
 
 def render_history_html(runs: list[dict[str, Any]], path: str) -> str:
