@@ -13,6 +13,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
+from test_check import _cli, _error
 
 import cgprof
 from cgprof import check as C
@@ -33,17 +34,6 @@ def _no_project_config(tmp_path, monkeypatch):
     work = tmp_path / "cwd"
     work.mkdir()
     monkeypatch.chdir(work)
-
-
-def _cli(*args: object) -> tuple[int, str]:
-    res = CliRunner().invoke(main, ["check", *map(str, args)])
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, res.output
-
-
-def _error(out: str) -> str:
-    assert out.endswith("\n") and out.count("\n") == 1 and out.startswith("Error: "), out
-    return out[len("Error: "):-1]
 
 
 @pytest.fixture(scope="module")
