@@ -159,7 +159,10 @@ def test_verdict_and_gap_table_agree_on_real_graphed_trace(mlp_graph):
 
 
 PAIRS = [("mlp_train_eager", "mlp_train_graph"), ("mlp_infer_eager", "mlp_infer_graph"),
-         ("resnet18_train_eager", "resnet18_train_graph")]
+         ("resnet18_train_eager", "resnet18_train_graph"),
+         ("resnet18_infer_eager", "resnet18_infer_graph"),
+         ("transformer_train_eager", "transformer_train_graph"),
+         ("user_train", "user_train_graph")]  # every eager/graphed pair in traces/
 
 
 @pytest.mark.parametrize(("eager", "graph"), PAIRS)
