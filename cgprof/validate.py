@@ -16,6 +16,8 @@ one line that names the file:
     granularity) nor ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` rows (graph granularity);
   - GPU activity (kernels, copies, memsets, replays) but no CUDA API table: without the
     launch calls nothing can be said about launch overhead;
+  - GPU rows of a process that made no CUDA API call (a NULL or mangled ``globalPid``):
+    such a "process" would otherwise be analysed as a rank whose work nobody launched;
   - activity rows and NVTX ranges that end before they start, or start before the session
     (negative times; the loader already refuses NULL start/end and text in number columns).
 
@@ -134,6 +136,27 @@ def _captured(calls: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def _check_gpu_processes(trace: Trace) -> None:
+    """GPU rows belong to processes that made CUDA API calls: a kernel, copy or memset is
+    launched by a call of its own process. A row whose process made none (a NULL or mangled
+    globalPid) would otherwise become a rank of its own with work nobody launched."""
+    rt = trace.runtime
+    if not len(rt):
+        return
+    api_pids = pd.unique(rt["pid"].dropna())
+    for table, df in ((S.KERNEL, trace.kernels), (S.MEMCPY, trace.memcpy),
+                      (S.MEMSET, trace.memset), (S.GRAPH_TRACE, trace.graph_trace)):
+        if not len(df):
+            continue
+        orphan = ~df["pid"].isin(api_pids).to_numpy(dtype=bool, na_value=False)
+        n = int(orphan.sum())
+        if n:
+            pid = df["pid"][orphan].iloc[0]
+            who = "no process (NULL globalPid)" if pd.isna(pid) else f"process {int(pid)}"
+            raise damaged(trace.meta.path, f"{n} of {len(df)} rows of {table} belong to {who}, "
+                          "which made no CUDA API call, so nothing launched them")
+
+
 def validate(trace: Trace) -> None:
     """Raise :class:`TraceError` when the trace's tables contradict each other (see module)."""
     path, tables = trace.meta.path, trace.meta.tables
@@ -162,6 +185,8 @@ def validate(trace: Trace) -> None:
         shown = ", ".join(f"{n} rows of {t}" for t, n in busy.items())
         raise damaged(path, f"GPU activity ({shown}) but no table {S.RUNTIME} of the CUDA API "
                             "calls that launched it, so launch overhead cannot be judged")
+
+    _check_gpu_processes(trace)
 
     calls = trace.api_calls
     no_replays = trace.graph_trace.empty and (

@@ -301,6 +301,24 @@ def test_negative_duration(tmp_path, traces_dir):
         f"{p}: 2 of 7406 kernels in CUPTI_ACTIVITY_KIND_KERNEL end before they start" + TAIL)
 
 
+@pytest.mark.parametrize("table, change, rows, total, who", [
+    ("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid = NULL", 2, 165, "process 0"),
+    ("CUPTI_ACTIVITY_KIND_KERNEL", 'globalPid = -abs("globalPid") - 1000', 2, 7406, None),
+])
+def test_gpu_rows_of_a_process_without_api_calls(tmp_path, traces_dir, table, change, rows,
+                                                 total, who):
+    """A damaged globalPid must not become a rank of its own (the fuzzer found a traceback
+    there): GPU work belongs to a process that launched it."""
+    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+                      f"UPDATE {table} SET {change} WHERE rowid IN (3, 4)")
+    err = _cli_error(p)
+    head = f"{p}: {rows} of {total} rows of {table} belong to "
+    assert err.startswith(head) and err.endswith(
+        ", which made no CUDA API call, so nothing launched them" + TAIL), err
+    if who:
+        assert err[len(head):].startswith(who + ",")
+
+
 def test_null_in_a_required_column(tmp_path, traces_dir):
     # nsys declares start/end NOT NULL; a copy of the table without the constraint can hold one.
     t = "CUPTI_ACTIVITY_KIND_RUNTIME"
