@@ -91,7 +91,8 @@ class Trace:
     def api_calls(self) -> pd.DataFrame:
         """Runtime rows that are real CUDA runtime/driver calls (eventClass 0 or 1)."""
         rt = self.runtime
-        return rt[rt["event_class"].isin(S.API_EVENT_CLASSES)]
+        real = rt["event_class"].isin(S.API_EVENT_CLASSES).to_numpy(dtype=bool)
+        return rt if real.all() else rt[real]  # no full-size copy when every row is a call
 
 
 # ---------------------------------------------------------------------------------------

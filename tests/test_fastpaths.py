@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pandas.testing as pdt
+import pytest
 
 from cgprof.metrics import intervals as iv
 from cgprof.report import json_report as jr
@@ -109,3 +110,35 @@ def test_step_groups_enclosing_and_inner_warmup_ranges(make_db):
     st = r.steps.steps
     assert list(st["group"]) == ["warmup", "eager", "outer", "outer", "outer", "outer"]
     assert list(st["mode"]) == ["warmup", "eager", "warmup", "eager", "eager", "eager"]
+
+
+@pytest.mark.parametrize("name", ["mlp_train_eager", "mlp_train_graph", "ddp_mlp_train_graph",
+                                  "resnet18_infer_graph", "mlp_train_graph_graphtrace"])
+def test_gap_table_fast_assembly_equals_concat_and_sort(traces_dir, monkeypatch, name):
+    """gpu_gaps' column-wise merge of window-edge rows into the inner gaps (and the per-kind
+    and per-device tables) give exactly the concat + sort_values + pandas masks they replace."""
+    import cgprof
+    from cgprof.metrics import gaps as G
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+
+    trace = cgprof.load(traces_dir / f"{name}.sqlite")
+    ops, calls = gpu_ops(trace), api_calls(trace)
+    lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
+    windows = [None, (lo - 1000, hi + 1000), (lo + (hi - lo) // 3, hi - (hi - lo) // 3)]
+    fast = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+    used = []
+    by_kind = G._by_kind
+    monkeypatch.setattr(G, "_merge_sorted", lambda a, b: used.append(1) or None)
+    monkeypatch.setattr(G, "busy_from_gaps", lambda g, k: None)
+
+    def by_kind_pandas(gaps, devices):  # object kinds: the pandas-mask loop
+        return by_kind(gaps.assign(kind=gaps["kind"].astype(object)), devices)
+
+    monkeypatch.setattr(G, "_by_kind", by_kind_pandas)
+    slow = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+    assert len(used) == len(windows)
+    for f, s in zip(fast, slow, strict=True):
+        for table in ("gaps", "devices", "by_kind", "histogram", "streams"):
+            pdt.assert_frame_equal(getattr(f, table), getattr(s, table))
+    assert any(int((f.gaps["kind"] == "window_edge").sum()) for f in fast)

@@ -248,7 +248,8 @@ def pair_keys(left: pd.DataFrame, right: pd.DataFrame,
     corr = [x[1] for x in arrs]
     if any(len(c) and (c.min() < 0 or c.max() >= 2**32) for c in corr):
         return None
-    pids = np.unique(np.concatenate([arrs[0][0], arrs[1][0]]))
+    # the distinct pids (a handful) by hashing, then sorted: not a sort of every row
+    pids = np.sort(pd.unique(np.concatenate([arrs[0][0], arrs[1][0]])))
     lk, rk = (np.searchsorted(pids, p).astype(np.int64) << 32 | c for p, c in arrs)
     return lk, rk
 

@@ -244,12 +244,15 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
         call_step = np.zeros(len(calls), dtype=np.int64)
     else:
         call_step = _attribute_calls(calls, inst)
-    c = calls.assign(step=call_step)
     # Steps that captured a graph (calls made during stream capture, or its begin call).
-    begins = (L.name_contains(c["name"], "StreamBeginCapture")
-              | L.name_contains(c["name"], "GraphInstantiate"))
-    capturing = c[(c["step"] >= 0) & (c["in_capture"] | begins)]["step"].to_numpy(np.int64)
-    c = c[(c["step"] >= 0) & ~c["in_capture"]]
+    begins = (L.name_contains(calls["name"], "StreamBeginCapture")
+              | L.name_contains(calls["name"], "GraphInstantiate"))
+    in_capture = calls["in_capture"].to_numpy(dtype=bool)
+    capturing = call_step[(call_step >= 0) & (in_capture | begins)]
+    # Only the columns used below: a filtered copy of every column of a 10M-row frame is GBs.
+    live = (call_step >= 0) & ~in_capture
+    c = calls[["pid", "corr_id", "family", "dur_ns"]].assign(step=call_step)
+    c = c if live.all() else c[live]
 
     def count(mask: pd.Series) -> np.ndarray:
         return np.bincount(c.loc[mask, "step"].to_numpy(np.int64), minlength=n)[:n]
