@@ -142,3 +142,37 @@ def test_gap_table_fast_assembly_equals_concat_and_sort(traces_dir, monkeypatch,
         for table in ("gaps", "devices", "by_kind", "histogram", "streams"):
             pdt.assert_frame_equal(getattr(f, table), getattr(s, table))
     assert any(int((f.gaps["kind"] == "window_edge").sum()) for f in fast)
+
+
+def test_trace_sort_by_lexsort_equals_sort_values():
+    from cgprof import trace as T
+
+    def frame() -> pd.DataFrame:
+        return pd.DataFrame({
+            "start_ns": np.array([5, 3, 3, 9, 3, 1], dtype=np.int64),
+            "end_ns": np.array([6, 8, 4, 9, 4, 2], dtype=np.int64),
+            "graph_node_id": pd.array([1, None, 3, None, 5, 6], dtype="Int64"),
+            "name": pd.Categorical(["b", "a", "b", "c", "a", "a"]),
+            "text": pd.array(["x", "y", "z", "w", "v", "u"], dtype="str"),
+        }, index=pd.Index([7, 6, 5, 4, 3, 2]))
+
+    want = frame().sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
+    got = T._sort(frame(), ["start_ns", "end_ns"])
+    pdt.assert_frame_equal(got, want)
+    assert got["graph_node_id"].tolist()[:3] == [6, 3, 5]  # the tie (3, 4) keeps row order
+
+
+def test_coverage_inner_join_is_the_merge(traces_dir):
+    import cgprof
+    from cgprof.metrics import coverage as C
+
+    r = cgprof.analyze(traces_dir / "mlp_train_eager.sqlite")
+    calls = r.trace.api_calls[["pid", "corr_id", "name", "dur_ns"]].drop_duplicates(
+        ["pid", "corr_id"])
+    for left, right in ((calls, r.steps.call_steps),
+                        (r.trace.kernels[["pid", "corr_id", "name", "dur_ns"]],
+                         calls.rename(columns={"name": "api", "dur_ns": "api_ns"}))):
+        want = left.merge(right, on=["pid", "corr_id"], how="inner")
+        got = C._inner_join(left, right)
+        assert len(got) > 100
+        pdt.assert_frame_equal(got, want)

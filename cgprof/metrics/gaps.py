@@ -82,7 +82,11 @@ def _window_clip(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFr
     if window is None:
         return ops
     w0, w1 = window
-    ops = ops[(ops["end_ns"] > w0) & (ops["start_ns"] < w1)]
+    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    inside = (end > w0) & (start < w1)
+    if not len(start) or (inside.all() and start.min() >= w0 and end.max() <= w1):
+        return ops  # nothing to drop or clip: no copy of a 10M-row table
+    ops = ops[inside]
     return ops.assign(start_ns=ops["start_ns"].clip(lower=w0), end_ns=ops["end_ns"].clip(upper=w1))
 
 
@@ -103,8 +107,11 @@ def gpu_gaps(
     if len(ops):
         live = (ops["end_ns"] > ops["start_ns"]).to_numpy(dtype=bool)
         ops = ops if live.all() else ops[live]
+    streams = _stream_table(ops)  # before the gap table exists: its sort is a big transient
     g = group_gaps(ops, ["device_id"])
     gaps = _inner_gaps(g, ops, calls)
+    busy = busy_from_gaps(g, ["device_id"]) if len(ops) else None
+    del g
     edges = _edge_gaps(ops, window)
     all_gaps = _merge_sorted(gaps, edges)
     if all_gaps is None:
@@ -114,14 +121,14 @@ def gpu_gaps(
                                         kind="stable").reset_index(drop=True)
         all_gaps["kind"] = pd.Categorical(all_gaps["kind"], categories=list(GAP_KINDS))
 
-    devices = _device_table(ops, all_gaps, window,
-                            busy_from_gaps(g, ["device_id"]) if len(ops) else None)
+    del gaps
+    devices = _device_table(ops, all_gaps, window, busy)
     result = GapResult(
         devices=devices,
         gaps=all_gaps,
         by_kind=_by_kind(all_gaps, devices),
         histogram=histogram(all_gaps),
-        streams=_stream_table(ops),
+        streams=streams,
         min_gap_ns=0,
     )
     return result.above(min_gap_ns) if min_gap_ns > 0 else result
@@ -136,59 +143,70 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
     sel = g["gap_ns"].to_numpy() > 0
     if not sel.any():
         return _empty_gaps()
-    g = g if sel.all() else g[sel]
-    prev = _rows_at(ops, g["prev_idx"].to_numpy(dtype=np.int64, na_value=0),
+    every = bool(sel.all())
+
+    def col(c: str, **kw) -> np.ndarray:  # the gap rows' values, no copy of the whole frame
+        a = g[c].to_numpy(**kw)
+        return a if every else a[sel]
+
+    prev = _rows_at(ops, col("prev_idx", dtype=np.int64, na_value=0),
                     ["stream_id", "pid", "corr_id", "in_graph", "kind"])
-    gap_start = g["prev_end_ns"].to_numpy(dtype=np.int64, na_value=0)
-    gap_end = g["start_ns"].to_numpy(dtype=np.int64)
+    gap_start = col("prev_end_ns", dtype=np.int64, na_value=0)
+    gap_end = col("start_ns", dtype=np.int64)
+    pid, corr, in_graph = col("pid"), col("corr_id"), col("in_graph", dtype=bool)
+    nxt = pd.DataFrame({"pid": pid, "corr_id": corr}, copy=False)
 
     # The launch call of the operation after the gap, joined on (pid, correlationId).
-    keys = pair_keys(g, calls)
+    keys = pair_keys(nxt, calls)
     if keys is not None and isinstance(calls["name"].dtype, pd.CategoricalDtype):
         row = first_match(*keys)
+        del keys
         known = row >= 0
         take = np.where(known, row, 0)
+        del row
         api_start = np.where(known, calls["start_ns"].to_numpy()[take], np.nan)
         api_end = np.where(known, calls["end_ns"].to_numpy()[take], np.nan)
         names = calls["name"].cat
         next_api = pd.Series(pd.Categorical.from_codes(
             np.where(known, names.codes.to_numpy()[take], -1), dtype=calls["name"].dtype))
+        del take
     else:
         launch = calls[["pid", "corr_id", "start_ns", "end_ns", "name", "family"]]
         launch = launch.drop_duplicates(["pid", "corr_id"])
-        nxt = g[["pid", "corr_id", "stream_id", "in_graph", "kind"]].reset_index(drop=True)
         nxt = nxt.merge(launch, how="left", on=["pid", "corr_id"], suffixes=("", "_api"))
         api_start = nxt["start_ns"].to_numpy(dtype="float64", na_value=np.nan)
         api_end = nxt["end_ns"].to_numpy(dtype="float64", na_value=np.nan)
         known = ~np.isnan(api_start)
         next_api = nxt["name"]
+    del nxt
 
     same_replay = (
-        prev["in_graph"].astype(bool) & g["in_graph"].to_numpy(dtype=bool)
-        & (prev["pid"] == g["pid"].to_numpy())
-        & (prev["corr_id"] == g["corr_id"].to_numpy())
+        prev["in_graph"].astype(bool) & in_graph
+        & (prev["pid"] == pid)
+        & (prev["corr_id"] == corr)
     )
-    sync_bound = _sync_returned_in_gap(calls, g["pid"].to_numpy(), gap_start, api_start, known)
+    sync_bound = _sync_returned_in_gap(calls, pid, gap_start, api_start, known)
     launch_bound = known & (api_end > gap_start)
+    del api_start, api_end, known
     input_copy = prev["kind"]
-    replays = prev["in_graph"].astype(bool) | g["in_graph"].to_numpy(dtype=bool)
+    replays = prev["in_graph"].astype(bool) | in_graph
 
     # Categorical over GAP_KINDS from the start: gpu_gaps() makes the column that anyway.
     kind = pd.Categorical.from_codes(np.select(
         [same_replay, sync_bound, launch_bound, input_copy, replays], [0, 1, 2, 3, 4],
         default=5).astype(np.int8), categories=list(GAP_KINDS))
     return pd.DataFrame({
-        "device_id": g["device_id"].to_numpy(),
+        "device_id": col("device_id"),
         "start_ns": gap_start,
         "end_ns": gap_end,
         "gap_ns": gap_end - gap_start,
         "kind": kind,
         "prev_stream_id": prev["stream_id"],
-        "next_stream_id": g["stream_id"].to_numpy(),
-        "next_pid": g["pid"].to_numpy(),
-        "next_corr_id": g["corr_id"].to_numpy(),
+        "next_stream_id": col("stream_id"),
+        "next_pid": pid,
+        "next_corr_id": corr,
         "next_api": _str_array(next_api),
-    })
+    }, copy=False)
 
 
 def _rows_at(ops: pd.DataFrame, labels: np.ndarray, cols: list[str]) -> dict[str, np.ndarray]:
@@ -236,26 +254,28 @@ def _merge_sorted(gaps: pd.DataFrame, edges: pd.DataFrame) -> pd.DataFrame | Non
     hi = np.searchsorted(dev, e_dev, "right")
     at = np.array([a + np.searchsorted(start[a:b], s, "right")
                    for a, b, s in zip(lo, hi, e_start, strict=True)], dtype=np.int64)
+    if gaps["next_api"].dtype != edges["next_api"].dtype or any(
+            gaps[c].dtype != np.int64 or edges[c].notna().any()
+            for c in ("prev_stream_id", "next_stream_id", "next_pid", "next_corr_id")):
+        return None
+    # Each column of ``gaps`` (the caller's own table) is dropped once its merged copy exists.
     data: dict[str, object] = {}
     for c in GAP_COLUMNS:
-        col, ecol = gaps[c], edges[c]
+        col, ecol = gaps.pop(c), edges[c]
         if c == "kind":
             codes = np.insert(col.cat.codes.to_numpy(), at, GAP_KINDS.index("window_edge"))
             data[c] = pd.Categorical.from_codes(codes, dtype=col.dtype)
         elif c in ("device_id", "start_ns", "end_ns", "gap_ns"):
             data[c] = np.insert(col.to_numpy(dtype=np.int64), at, ecol.to_numpy(dtype=np.int64))
         elif c == "next_api":
-            if col.dtype != ecol.dtype:
-                return None
             arr = col.array
             data[c] = type(arr)._concat_same_type([arr, ecol.array]).take(
                 np.insert(np.arange(len(arr)), at, len(arr) + np.arange(len(ecol))))
         else:  # prev_stream_id, next_*: int64 inner, <NA> at the edges -> Int64
-            if col.dtype != np.int64 or ecol.notna().any():
-                return None
             data[c] = pd.arrays.IntegerArray(np.insert(col.to_numpy(), at, 0),
                                              np.insert(np.zeros(len(col), dtype=bool), at, True))
-    return pd.DataFrame(data)
+        del col
+    return pd.DataFrame(data, copy=False)
 
 
 def _str_array(names: pd.Series) -> object:

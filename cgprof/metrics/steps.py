@@ -302,14 +302,19 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
 
     # GPU work -> step of its launch call, on (pid, corr_id).
     key = c[["pid", "corr_id", "step"]].drop_duplicates(["pid", "corr_id"])
+    c = fam = is_launch = None  # big: free before the GPU side's temporaries
+    # Only the op columns used below (a 10M-row copy of every column is GBs).
+    ops = ops[["start_ns", "end_ns", "pid", "corr_id", "kind", "in_graph"]]
     pair = None if whole else pair_keys(ops, key)
     if whole:
         w = ops.assign(step=0)
     elif pair is not None:
         row = first_match(*pair)
+        del pair
         hit = row >= 0
         w = ops[hit].reset_index(drop=True)
         w["step"] = key["step"].to_numpy()[row[hit]]
+        del row, hit
     else:
         w = ops.merge(key, on=["pid", "corr_id"], how="inner")
     kernels = np.bincount(w.loc[w["kind"] == "kernel", "step"].to_numpy(np.int64), minlength=n)
@@ -322,8 +327,9 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     out["eager_kernels"] = pd.array(
         np.bincount(w.loc[is_k & ~w["in_graph"], "step"].to_numpy(np.int64), minlength=n)[:n],
         dtype="Int64")
-    for col, part in (("graph_gpu_ns", w[w["in_graph"]]), ("eager_gpu_ns", w[~w["in_graph"]])):
-        ub = union_busy(part[["step", "start_ns", "end_ns"]], ["step"]).set_index("step")
+    in_graph = w["in_graph"].to_numpy(dtype=bool)
+    for col, mask in (("graph_gpu_ns", in_graph), ("eager_gpu_ns", ~in_graph)):
+        ub = union_busy(w.loc[mask, ["step", "start_ns", "end_ns"]], ["step"]).set_index("step")
         out[col] = ub["busy_ns"].reindex(idx).fillna(0).astype("int64").to_numpy()
     out["graph_replays"] = np.bincount(replay_rows["step"].to_numpy(np.int64), minlength=n)[:n]
     u = union_busy(w[["step", "start_ns", "end_ns"]], ["step"])
