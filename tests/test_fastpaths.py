@@ -162,9 +162,8 @@ def test_trace_sort_by_lexsort_equals_sort_values():
     assert got["graph_node_id"].tolist()[:3] == [6, 3, 5]  # the tie (3, 4) keeps row order
 
 
-def test_coverage_inner_join_is_the_merge(traces_dir):
+def test_join_unique_is_the_merge(traces_dir):
     import cgprof
-    from cgprof.metrics import coverage as C
 
     r = cgprof.analyze(traces_dir / "mlp_train_eager.sqlite")
     calls = r.trace.api_calls[["pid", "corr_id", "name", "dur_ns"]].drop_duplicates(
@@ -173,6 +172,6 @@ def test_coverage_inner_join_is_the_merge(traces_dir):
                         (r.trace.kernels[["pid", "corr_id", "name", "dur_ns"]],
                          calls.rename(columns={"name": "api", "dur_ns": "api_ns"}))):
         want = left.merge(right, on=["pid", "corr_id"], how="inner")
-        got = C._inner_join(left, right)
+        got = iv.join_unique(left, right)
         assert len(got) > 100
         pdt.assert_frame_equal(got, want)

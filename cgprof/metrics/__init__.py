@@ -16,6 +16,7 @@ import pandas as pd
 from cgprof.metrics.coverage import CoverageResult, graph_coverage
 from cgprof.metrics.gaps import GapResult, gpu_gaps
 from cgprof.metrics.gpu import gpu_ops
+from cgprof.metrics.intervals import join_unique
 from cgprof.metrics.launches import api_calls, launch_summary
 from cgprof.metrics.replays import ReplayResult, graph_replays
 from cgprof.metrics.steps import StepResult, classify_steps, compute_steps
@@ -112,7 +113,7 @@ def analyze(
         win_calls = calls
     else:
         keys = steps.call_steps[steps.call_steps["step"].isin(win_steps["step"])]
-        win_calls = calls.merge(keys[["pid", "corr_id"]], on=["pid", "corr_id"], how="inner")
+        win_calls = join_unique(calls, keys[["pid", "corr_id"]])
     say("measuring graph replays")
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
     replays = graph_replays(ops, win_calls, node_level=node_level)

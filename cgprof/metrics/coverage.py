@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import first_match, pair_keys
+from cgprof.metrics.intervals import join_unique
 
 EAGER_TOP_COLUMNS = ["name", "kernels", "gpu_ns", "launch_api", "launch_host_ns"]
 
@@ -121,25 +121,6 @@ def _empty_top() -> pd.DataFrame:
                          "launch_host_ns": pd.Series(dtype="float64")})
 
 
-def _inner_join(left: pd.DataFrame, right: pd.DataFrame) -> pd.DataFrame:
-    """``left.merge(right, on=["pid", "corr_id"], how="inner")`` where ``right`` holds each
-    (pid, corr_id) once: a key match (cgprof.metrics.intervals.pair_keys) and column takes,
-    not a hash join of two half-million-row frames."""
-    keys = pair_keys(left, right)
-    if keys is None:
-        return left.merge(right, on=["pid", "corr_id"], how="inner")
-    row = first_match(*keys)
-    hit = row >= 0
-    out = left[hit] if not hit.all() else left
-    out = out.reset_index(drop=True)
-    at = row[hit]
-    for c in right.columns:
-        if c not in ("pid", "corr_id"):
-            out[c] = right[c].take(at).reset_index(drop=True) if isinstance(
-                right[c].dtype, pd.CategoricalDtype) else right[c].to_numpy()[at]
-    return out
-
-
 def _eager_top(ws, kernels, calls, call_steps) -> tuple[pd.DataFrame, pd.Series]:
     """Top eager kernels per window step, and each window step's kernel-launch host time."""
     n = len(ws)
@@ -151,7 +132,7 @@ def _eager_top(ws, kernels, calls, call_steps) -> tuple[pd.DataFrame, pd.Series]
     launch = calls[["pid", "corr_id", "name", "dur_ns"]]
     launch = launch if sel.all() else launch[sel]
     launch = launch.drop_duplicates(["pid", "corr_id"])
-    launch = _inner_join(launch, call_steps[["pid", "corr_id", "step"]])
+    launch = join_unique(launch, call_steps[["pid", "corr_id", "step"]])
     launch = launch[launch["step"].isin(steps)]
     host = launch.groupby("step")["dur_ns"].sum().reindex(steps).fillna(0)
     host.index = ws.index
@@ -160,7 +141,7 @@ def _eager_top(ws, kernels, calls, call_steps) -> tuple[pd.DataFrame, pd.Series]
     k = k if eager.all() else k[eager]
     if k.empty or launch.empty:
         return _empty_top(), host
-    k = _inner_join(k, launch.rename(columns={"name": "api", "dur_ns": "api_ns"}))
+    k = join_unique(k, launch.rename(columns={"name": "api", "dur_ns": "api_ns"}))
     if k.empty:
         return _empty_top(), host
     # One launch call can start several kernels (rare for eager launches): charge its host

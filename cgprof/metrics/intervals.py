@@ -263,3 +263,22 @@ def first_match(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarray:
     pos = np.searchsorted(uniq, left_key)
     pos[pos == len(uniq)] = 0
     return np.where(uniq[pos] == left_key, first[pos], -1).astype(np.int64)
+
+
+def join_unique(left: pd.DataFrame, right: pd.DataFrame) -> pd.DataFrame:
+    """``left.merge(right, on=["pid", "corr_id"], how="inner")`` where ``right`` holds each
+    (pid, corr_id) once (e.g. ``StepResult.call_steps``): a key match (:func:`pair_keys`,
+    :func:`first_match`) and column takes, not a hash join of two million-row frames. Same
+    rows, order (left's), columns and dtypes as the merge."""
+    keys = pair_keys(left, right)
+    if keys is None:
+        return left.merge(right, on=["pid", "corr_id"], how="inner")
+    row = first_match(*keys)
+    hit = row >= 0
+    out = (left if hit.all() else left[hit]).reset_index(drop=True)
+    at = row[hit]
+    for c in right.columns:
+        if c not in ("pid", "corr_id"):
+            out[c] = right[c].take(at).reset_index(drop=True) if isinstance(
+                right[c].dtype, pd.CategoricalDtype) else right[c].to_numpy()[at]
+    return out
