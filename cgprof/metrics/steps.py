@@ -24,7 +24,7 @@ import pandas as pd
 from cgprof import schema as S
 from cgprof.errors import AnalysisError
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import assign_to_ranges, first_match, pair_keys, union_busy
+from cgprof.metrics.intervals import assign_to_ranges, pair_keys, union_busy
 from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
     DEFAULT_STEP,
     StepChoice,
@@ -301,16 +301,30 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     out["in_window"] = ~out["mode"].isin(OUT_OF_WINDOW_MODES).to_numpy()
 
     # GPU work -> step of its launch call, on (pid, corr_id).
-    key = c[["pid", "corr_id", "step"]].drop_duplicates(["pid", "corr_id"])
-    c = fam = is_launch = None  # big: free before the GPU side's temporaries
     # Only the op columns used below (a 10M-row copy of every column is GBs).
     ops = ops[["start_ns", "end_ns", "pid", "corr_id", "kind", "in_graph"]]
-    pair = None if whole else pair_keys(ops, key)
+    pair = None if whole else pair_keys(ops, c)
+    if pair is not None:
+        # The first call of each (pid, corr_id), in call order (drop_duplicates), and each
+        # op's row among those, from one np.unique of the int64 keys.
+        uniq, first = np.unique(pair[1], return_index=True)
+        keep = np.sort(first)
+        key = c[["pid", "corr_id", "step"]].take(keep)
+    else:
+        key = c[["pid", "corr_id", "step"]].drop_duplicates(["pid", "corr_id"])
+    c = fam = is_launch = None  # big: free before the GPU side's temporaries
     if whole:
         w = ops.assign(step=0)
     elif pair is not None:
-        row = first_match(*pair)
-        del pair
+        if len(uniq):
+            pos = np.searchsorted(uniq, pair[0])
+            pos[pos == len(uniq)] = 0
+            found = uniq[pos] == pair[0]
+            row = np.where(found, np.searchsorted(keep, first[pos]), -1)
+        else:
+            pos = found = None
+            row = np.full(len(pair[0]), -1, dtype=np.int64)
+        del pair, pos, found, uniq, first, keep
         hit = row >= 0
         w = ops[hit].reset_index(drop=True)
         w["step"] = key["step"].to_numpy()[row[hit]]
