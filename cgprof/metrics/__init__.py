@@ -113,7 +113,10 @@ def analyze(
         win_calls = calls
     else:
         keys = steps.call_steps[steps.call_steps["step"].isin(win_steps["step"])]
-        win_calls = join_unique(calls, keys[["pid", "corr_id"]])
+        # Only the columns the launch table and the replay join read: a filtered copy of
+        # every column of a 10M-call frame is a GB.
+        cols = ["pid", "tid", "corr_id", "start_ns", "dur_ns", "name", "family", "in_capture"]
+        win_calls = join_unique(calls[cols], keys[["pid", "corr_id"]])
     say("measuring graph replays")
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
     replays = graph_replays(ops, win_calls, node_level=node_level)
