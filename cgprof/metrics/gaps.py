@@ -55,7 +55,8 @@ class GapResult:
     devices    device_id window_start_ns window_end_ns window_ns busy_ns idle_ns idle_pct
                gap_count gap_p50_ns gap_p95_ns gap_max_ns
     gaps       one row per gap: GAP_COLUMNS (kind is one of GAP_KINDS; next_* describe the
-               operation after the gap and its launch call, <NA>/"" when unknown)
+               operation after the gap and its launch call, <NA>/"" when unknown; kind and
+               next_api are categoricals)
     by_kind    device_id kind count total_ns share_pct (share of that device's idle time)
     histogram  device_id bin_lo_us bin_hi_us (inf for the last) count total_ns
     streams    device_id stream_id ops busy_ns span_ns gap_count gaps_ns max_gap_ns
@@ -115,6 +116,8 @@ def gpu_gaps(
     edges = _edge_gaps(ops, window)
     all_gaps = _merge_sorted(gaps, edges)
     if all_gaps is None:
+        if len(gaps) and isinstance(gaps["next_api"].dtype, pd.CategoricalDtype):
+            gaps = gaps.assign(next_api=_str_array(gaps["next_api"]))  # concat with edges' str
         all_gaps = pd.concat([d for d in (gaps, edges) if len(d)], ignore_index=True) if (
             len(gaps) or len(edges)) else _empty_gaps()
         all_gaps = all_gaps.sort_values(["device_id", "start_ns"],
@@ -166,9 +169,13 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
         del row
         api_start = np.where(known, calls["start_ns"].to_numpy()[take], np.nan)
         api_end = np.where(known, calls["end_ns"].to_numpy()[take], np.nan)
-        names = calls["name"].cat
-        next_api = pd.Series(pd.Categorical.from_codes(
-            np.where(known, names.codes.to_numpy()[take], -1), dtype=calls["name"].dtype))
+        # A categorical over the API names plus "" (unknown): one byte or two per gap, not a
+        # string object each (10M gaps).
+        cats = [str(c) for c in calls["name"].cat.categories]
+        blank = cats.index("") if "" in cats else len(cats)
+        next_api = pd.Categorical.from_codes(
+            np.where(known, calls["name"].cat.codes.to_numpy()[take], blank),
+            categories=cats if blank < len(cats) else [*cats, ""])
         del take
     else:
         launch = calls[["pid", "corr_id", "start_ns", "end_ns", "name", "family"]]
@@ -177,7 +184,7 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
         api_start = nxt["start_ns"].to_numpy(dtype="float64", na_value=np.nan)
         api_end = nxt["end_ns"].to_numpy(dtype="float64", na_value=np.nan)
         known = ~np.isnan(api_start)
-        next_api = nxt["name"]
+        next_api = _str_array(nxt["name"])
     del nxt
 
     same_replay = (
@@ -205,7 +212,7 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
         "next_stream_id": col("stream_id"),
         "next_pid": pid,
         "next_corr_id": corr,
-        "next_api": _str_array(next_api),
+        "next_api": next_api,
     }, copy=False)
 
 
@@ -254,7 +261,8 @@ def _merge_sorted(gaps: pd.DataFrame, edges: pd.DataFrame) -> pd.DataFrame | Non
     hi = np.searchsorted(dev, e_dev, "right")
     at = np.array([a + np.searchsorted(start[a:b], s, "right")
                    for a, b, s in zip(lo, hi, e_start, strict=True)], dtype=np.int64)
-    if gaps["next_api"].dtype != edges["next_api"].dtype or any(
+    api = gaps["next_api"].dtype
+    if not (api == edges["next_api"].dtype or isinstance(api, pd.CategoricalDtype)) or any(
             gaps[c].dtype != np.int64 or edges[c].notna().any()
             for c in ("prev_stream_id", "next_stream_id", "next_pid", "next_corr_id")):
         return None
@@ -267,6 +275,10 @@ def _merge_sorted(gaps: pd.DataFrame, edges: pd.DataFrame) -> pd.DataFrame | Non
             data[c] = pd.Categorical.from_codes(codes, dtype=col.dtype)
         elif c in ("device_id", "start_ns", "end_ns", "gap_ns"):
             data[c] = np.insert(col.to_numpy(dtype=np.int64), at, ecol.to_numpy(dtype=np.int64))
+        elif c == "next_api" and isinstance(col.dtype, pd.CategoricalDtype):
+            blank = list(col.cat.categories).index("")
+            data[c] = pd.Categorical.from_codes(
+                np.insert(col.cat.codes.to_numpy(), at, blank), dtype=col.dtype)
         elif c == "next_api":
             arr = col.array
             data[c] = type(arr)._concat_same_type([arr, ecol.array]).take(
