@@ -87,7 +87,14 @@ def _window_clip(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFr
     inside = (end > w0) & (start < w1)
     if not len(start) or (inside.all() and start.min() >= w0 and end.max() <= w1):
         return ops  # nothing to drop or clip: no copy of a 10M-row table
-    ops = ops[inside]
+    rows = np.flatnonzero(inside)
+    if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
+        ops = ops.iloc[rows[0]:rows[-1] + 1]  # one run of rows (ops sorted by start): a view
+    else:
+        ops = ops[inside]
+    s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    if not len(s) or (s.min() >= w0 and e.max() <= w1):
+        return ops
     return ops.assign(start_ns=ops["start_ns"].clip(lower=w0), end_ns=ops["end_ns"].clip(upper=w1))
 
 
