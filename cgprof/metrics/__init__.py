@@ -16,8 +16,8 @@ import pandas as pd
 from cgprof.metrics.coverage import CoverageResult, graph_coverage
 from cgprof.metrics.gaps import GapResult, gpu_gaps
 from cgprof.metrics.gpu import gpu_ops
-from cgprof.metrics.intervals import join_unique
-from cgprof.metrics.launches import api_calls, launch_summary
+from cgprof.metrics.intervals import first_match, join_unique, pair_keys
+from cgprof.metrics.launches import GRAPH_LAUNCH, api_calls, launch_summary
 from cgprof.metrics.replays import ReplayResult, graph_replays
 from cgprof.metrics.steps import StepResult, classify_steps, compute_steps
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
@@ -72,6 +72,30 @@ class AnalysisResult:
     step_gaps: pd.DataFrame
 
 
+def _window_calls(calls: pd.DataFrame, steps: StepResult,
+                  win_steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The API calls of the window steps, twice: the columns the launch table reads (every
+    family), and the graph-launch calls with the columns the replay join reads. Narrow
+    copies: a filtered copy of every column of a 10M-call frame is a GB."""
+    if steps.source == "whole-trace":
+        return calls, calls
+    cs = steps.call_steps
+    in_win = cs["step"].isin(win_steps["step"]).to_numpy(dtype=bool)
+    cols = ["pid", "tid", "corr_id", "start_ns", "dur_ns", "name", "family", "in_capture"]
+    pair = pair_keys(calls, cs)
+    if pair is None:
+        win = join_unique(calls[cols], cs[in_win][["pid", "corr_id"]])
+        return win, win
+    row = first_match(*pair)
+    del pair
+    hit = row >= 0
+    hit[hit] = in_win[row[hit]]
+    del row
+    launches = calls[["name", "family", "in_capture", "dur_ns"]][hit].reset_index(drop=True)
+    graph = hit & (calls["family"] == GRAPH_LAUNCH).to_numpy(dtype=bool)
+    return launches, calls[cols][graph].reset_index(drop=True)
+
+
 def analyze(
     trace_or_path: Trace | str | Path,
     step: str | None = None,
@@ -109,17 +133,11 @@ def analyze(
         gaps = gpu_gaps(ops, calls, window=window)
     gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
-    if steps.source == "whole-trace":
-        win_calls = calls
-    else:
-        keys = steps.call_steps[steps.call_steps["step"].isin(win_steps["step"])]
-        # Only the columns the launch table and the replay join read: a filtered copy of
-        # every column of a 10M-call frame is a GB.
-        cols = ["pid", "tid", "corr_id", "start_ns", "dur_ns", "name", "family", "in_capture"]
-        win_calls = join_unique(calls[cols], keys[["pid", "corr_id"]])
+    win_calls, replay_calls = _window_calls(calls, steps, win_steps)
     say("measuring graph replays")
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
-    replays = graph_replays(ops, win_calls, node_level=node_level)
+    replays = graph_replays(ops, replay_calls, node_level=node_level)
+    del replay_calls
     say("summarising")
     coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps)
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
