@@ -112,7 +112,8 @@ def _node_gaps(gaps: pd.DataFrame, kinds: pd.Series) -> pd.DataFrame:
     """Per replay (pid, corr_id), from its :func:`group_gaps` rows: the median gap between
     nodes, and the kind (from ``kinds``, by op label) of the node the GPU finished last before
     the longest gap (the first such gap on ties). A replay of one node has no row."""
-    inner = gaps[gaps["prev_end_ns"].notna()]  # every node but each replay's first
+    # every node but each replay's first; only the columns used (a 5M-row copy otherwise)
+    inner = gaps[["pid", "corr_id", "gap_ns", "prev_idx"]][gaps["prev_end_ns"].notna()]
     by = inner.groupby(["pid", "corr_id"], sort=True)
     out = by["gap_ns"].median().astype(np.float64).rename("median_gap_ns").reset_index()
     longest = inner.loc[by["gap_ns"].idxmax().to_numpy(), ["pid", "corr_id", "prev_idx"]]
