@@ -181,3 +181,17 @@ def test_join_unique_is_the_merge(traces_dir):
         got = iv.join_unique(left, right)
         assert len(got) > 100
         pdt.assert_frame_equal(got, want)
+
+
+def test_families_by_codes_equal_the_string_map():
+    from cgprof.metrics import launches as L
+
+    names = pd.Series(pd.Categorical(
+        ["cudaLaunchKernel", None, "cudaGraphLaunch", "cudaLaunchKernel", "cudaFree"],
+        categories=["cudaFree", "cudaGraphLaunch", "cudaLaunchKernel", "cudaMemcpyAsync"]))
+    for cats in (names, names.cat.add_categories(["cudaMalloc", "cudaStreamSynchronize"])):
+        # one family per name (pandas maps the categories) and several names per family
+        want = cats.map({c: L.family_of(c) for c in cats.cat.categories}).astype("category")
+        got = L._families(cats)
+        pdt.assert_series_equal(got, want, check_names=False)
+        assert got.isna().tolist() == [False, True, False, False, False]
