@@ -195,3 +195,19 @@ def test_families_by_codes_equal_the_string_map():
         got = L._families(cats)
         pdt.assert_series_equal(got, want, check_names=False)
         assert got.isna().tolist() == [False, True, False, False, False]
+
+
+@pytest.mark.parametrize("name", ["mlp_train_graph", "mlp_train_graph_graphtrace",
+                                  "resnet18_train_eager", "ddp_mlp_train_graph"])
+def test_gpu_ops_by_columns_equal_the_concat(traces_dir, name):
+    import cgprof
+    from cgprof import schema as S
+    from cgprof.metrics import gpu as G
+
+    tr = cgprof.load(traces_dir / f"{name}.sqlite")
+    k, m, s, g = tr.kernels, tr.memcpy, tr.memset, tr.graph_trace
+    sources = [(k, "kernel", k["graph_node_id"].notna(), False),
+               (m, "memcpy", m["graph_node_id"].notna(), m["copy_kind"] == S.MEMCPY_HTOD),
+               (s, "memset", s["graph_node_id"].notna(), False), (g, "graph", True, False)]
+    want = G._gpu_ops_concat([src for src in sources if len(src[0])])
+    pdt.assert_frame_equal(G.gpu_ops(tr), want)
