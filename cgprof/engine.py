@@ -336,3 +336,32 @@ def probe_sqlite(conn: sqlite3.Connection) -> dict[str, list[str]]:
     """Map every table in the file to its column names."""
     names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     return {t: [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')] for t in names}
+
+
+_LIBC: Any = None
+
+
+def release_memory() -> None:
+    """Give the OS back the memory freed since the last call: what Arrow's pool holds but no
+    longer uses (its allocator keeps freed pages for reuse) and, with glibc, the free chunks
+    of the C heap (``malloc_trim``: freed medium-sized arrays otherwise stay in the process).
+    Called between the stages of a load and an analysis so that the peak RSS of a 10M-row
+    trace is what is alive, not what was. A few ms; a no-op where neither applies."""
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:
+        pa.default_memory_pool().release_unused()
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                libc = ctypes.CDLL("libc.so.6")
+                _LIBC = libc.malloc_trim if hasattr(libc, "malloc_trim") else False
+            except OSError:
+                _LIBC = False
+    if _LIBC:
+        _LIBC(0)

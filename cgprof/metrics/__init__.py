@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from cgprof.engine import release_memory
 from cgprof.metrics.coverage import CoverageResult, graph_coverage
 from cgprof.metrics.gaps import GapResult, gpu_gaps
 from cgprof.metrics.gpu import gpu_ops
@@ -110,10 +111,16 @@ def analyze(
     cgprof.metrics.stepchoice). skip: leading steps to
     drop (warm-up). min_gap_us: gaps at or below this are not listed (still counted as idle).
     """
-    say = progress or (lambda _m: None)
-    trace = trace_or_path if isinstance(trace_or_path, Trace) else load(trace_or_path, say)
+    say_ = progress or (lambda _m: None)
+
+    def say(msg: str) -> None:  # each stage starts with what the last one freed given back
+        release_memory()
+        say_(msg)
+
+    trace = trace_or_path if isinstance(trace_or_path, Trace) else load(trace_or_path, say_)
     say("classifying API calls")
     calls = api_calls(trace)
+    release_memory()
     ops = gpu_ops(trace)
     say("cutting steps")
     steps = compute_steps(trace, calls, ops, step=step, skip=skip)
@@ -127,6 +134,7 @@ def analyze(
     window = steps.window()
     min_gap_ns = int(round(min_gap_us * 1000))
     gaps = gpu_gaps(ops, calls, window=span)
+    release_memory()
     classify_steps(steps, gaps.gaps)  # every step's gaps, however short
     step_gaps = gaps.above(min_gap_ns).gaps
     if window != span:  # the reported figures cover the analysis window only
@@ -140,6 +148,7 @@ def analyze(
     del replay_calls
     say("summarising")
     coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps)
+    release_memory()
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
                 graph_trace_mode=trace.meta.graph_trace_mode)
     info = {
