@@ -102,30 +102,69 @@ def discard(entry: Path) -> None:
     shutil.rmtree(entry, ignore_errors=True)
 
 
-def store(path: Path, src: E.Source) -> Path | None:
-    """Write what ``src`` read as a new cache entry for ``path``; None if it cannot be written.
+class Pending:
+    """A cache entry being written: each table as it is read (:meth:`write`, a Source's
+    ``spool``), then :meth:`commit` (manifest, rename into place) or :meth:`abort`.
 
-    A cache that cannot be written (read-only folder, full disk) costs only speed: the
-    analysis goes on without it.
+    A cache that cannot be written (read-only folder, full disk) costs only speed: a failed
+    write makes :meth:`commit` return None and the analysis goes on without it.
     """
-    import pyarrow.parquet as pq
 
+    def __init__(self, path: Path, tmp: Path) -> None:
+        self.path, self.tmp, self.failed = path, tmp, False
+
+    def write(self, table: str, tbl: Any) -> None:
+        if self.failed:
+            return
+        import pyarrow.parquet as pq
+
+        try:
+            pq.write_table(tbl, self.tmp / f"{table}.parquet", compression="lz4",
+                           use_dictionary=False)
+        except Exception:
+            self.failed = True
+
+    def commit(self, tables: dict[str, list[str]]) -> Path | None:
+        if self.failed:
+            self.abort()
+            return None
+        return _finish(self.path, self.tmp, tables)
+
+    def abort(self) -> None:
+        discard(self.tmp)
+
+
+def begin(path: Path) -> Pending | None:
+    """A new entry for ``path`` in a temporary folder of the cache; None if none can be made."""
     try:
         entry = entry_dir(path)
         root = entry.parent
         root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root))
+        return Pending(path, Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root)))
     except OSError:
         return None
+
+
+def store(path: Path, src: E.Source) -> Path | None:
+    """Write what ``src`` read (its ``reads``) as a new cache entry for ``path``; None if it
+    cannot be written (then the analysis goes on without it)."""
+    pending = begin(path)
+    if pending is None:
+        return None
+    for table, tbl in src.reads.items():
+        pending.write(table, tbl)
+    return pending.commit(src.tables)
+
+
+def _finish(path: Path, tmp: Path, tables: dict[str, list[str]]) -> Path | None:
+    """Manifest, then rename ``tmp`` into place as ``path``'s entry."""
     try:
-        for table, tbl in src.reads.items():
-            pq.write_table(tbl, tmp / f"{table}.parquet", compression="lz4",
-                           use_dictionary=False)
+        entry = entry_dir(path)
         st = path.stat()
         manifest = {"format": FORMAT_VERSION, "source": str(path.resolve()),
                     "size": st.st_size, "mtime_ns": st.st_mtime_ns,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "tables": src.tables}
+                    "tables": tables}
         (tmp / MANIFEST).write_text(json.dumps(manifest))
         try:
             os.rename(tmp, entry)

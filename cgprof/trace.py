@@ -91,7 +91,8 @@ class Trace:
     def api_calls(self) -> pd.DataFrame:
         """Runtime rows that are real CUDA runtime/driver calls (eventClass 0 or 1)."""
         rt = self.runtime
-        return rt[rt["event_class"].isin(S.API_EVENT_CLASSES)]
+        real = rt["event_class"].isin(S.API_EVENT_CLASSES).to_numpy(dtype=bool)
+        return rt if real.all() else rt[real]  # no full-size copy when every row is a call
 
 
 # ---------------------------------------------------------------------------------------
@@ -211,7 +212,11 @@ def _int_frame(src: E.Source, table: str, spec: Spec,
 
 
 def _sort(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Stable sort by ``keys``; skipped (same result) when the rows are in order already."""
+    """Stable sort by ``keys``; skipped (same result) when the rows are in order already.
+
+    Plain integer keys: one ``np.lexsort`` and a take per column, each column dropped from
+    ``df`` (which the caller gives up) as its sorted copy is made, so a 10M-row table never
+    exists twice (``sort_values`` copies every column at once, and is slower)."""
     if len(df) > 1:
         a = df[keys[0]].to_numpy()
         if keys[0] == "start_ns" and len(keys) == 1 and isinstance(a, np.ndarray):
@@ -223,6 +228,19 @@ def _sort(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                 da = a[1:] - a[:-1]
                 if (da >= 0).all() and (b[1:][da == 0] >= b[:-1][da == 0]).all():
                     return df.reset_index(drop=True)
+        arrs = [df[k].to_numpy() for k in keys]
+        if all(isinstance(x, np.ndarray) and x.dtype.kind in "iu" for x in arrs):
+            order = np.lexsort(arrs[::-1])
+            del arrs
+            out = {}
+            for c in list(df.columns):
+                col = df.pop(c)
+                out[c] = (col.to_numpy()[order] if isinstance(col.dtype, np.dtype)
+                          else col.array.take(order))
+                del col
+                if len(order) >= 1_000_000:
+                    _release_arrow()  # the old column's pages, if Arrow held them
+            return pd.DataFrame(out, copy=False)
     return df.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
@@ -517,6 +535,7 @@ def load(path: str | Path, progress: Progress | None = None, *,
             f"`nsys profile --trace=cuda,nvtx` (or `cgprof record`)?"
         )
     V.validate(trace)
+    _release_arrow()
     return trace
 
 
@@ -524,6 +543,12 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> 
     from cgprof import cache as C
 
     src = open_source(src_path)
+    # The cache entry is written table by table as the tables are read (src.spool), so the
+    # Arrow copy of each is freed once its columns are numpy, not kept for a write at the end.
+    pending = C.begin(path) if use_cache and src.kind == "sqlite" else None
+    src.keep_reads = False
+    if pending is not None:
+        src.spool = pending.write
     try:
         V.check_tables(path, src.tables)
         try:
@@ -548,12 +573,23 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> 
             table, col, value = cell
             raise V.damaged(path, f"{table}.{col} holds {V.one_line(value, 40)!r} where nsys "
                                   "writes an integer") from None
-        if use_cache and src.kind == "sqlite":
+        if pending is not None:
             say("writing the columnar cache")
-            C.store(path, src)
+            done, pending = pending, None
+            done.commit(src.tables)
     finally:
+        if pending is not None:
+            pending.abort()
         src.close()
     return trace
+
+
+def _release_arrow() -> None:
+    """Give the OS back what Arrow's memory pool holds but no longer uses: its allocator
+    (mimalloc/jemalloc) keeps freed pages for reuse, and after a table's columns become numpy
+    arrays that is the size of the table again (1.6 GB of RSS after a 10M-kernel load); and
+    the C heap's free chunks (cgprof.engine.release_memory)."""
+    E.release_memory()
 
 
 def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
@@ -562,8 +598,10 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     strings = _load_strings(src)
     say("reading kernels")
     kernels = _load_kernels(src, strings)
+    _release_arrow()
     say("reading CUDA API calls")
     runtime = _load_runtime(src, strings)
+    _release_arrow()
     say("reading memory copies, syncs, graph replays")
     memcpy = _load_gpu_ops(src, S.MEMCPY, [
         ("bytes", "bytes", "int"), ("copyKind", "copy_kind", "int"),
@@ -577,6 +615,7 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     nvtx = _load_nvtx(src, strings)
     gpus = _load_gpus(src)
     threads = _load_threads(src, strings)
+    _release_arrow()
 
     mode = _graph_mode_from_meta(meta_kv)
     source = "metadata"

@@ -14,6 +14,7 @@ Each measurement runs in a fresh Python process, so its peak RSS is its own:
   cli_first   `python3 -m cgprof analyze PATH --json OUT --quiet` with an empty cache folder:
               reads SQLite, writes the Parquet cache, analyses, writes the JSON
   cli_cached  the same command again on the now cached trace (SQLite is not opened)
+  (--all-gaps: both with `--all-gaps`, the JSON listing every GPU gap; default: the 1000 longest)
   nsys_stats  (--vs-nsys) `nsys stats -r cuda_gpu_kern_sum,cuda_api_sum,nvtx_sum` on the file
   nsys_gaps   (--vs-nsys) `nsys analyze -r gpu_gaps` on the file
 
@@ -128,6 +129,8 @@ def child(mode: str, path: str, out: str) -> dict[str, Any]:
                         "--quiet", "--force"]
                 if os.environ.get("CGPROF_BENCH_MEMORY_LIMIT"):
                     argv += ["--memory-limit", os.environ["CGPROF_BENCH_MEMORY_LIMIT"]]
+                if os.environ.get("CGPROF_BENCH_ALL_GAPS"):
+                    argv += ["--all-gaps"]
             t0 = time.perf_counter()
             proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   text=True)
@@ -306,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time `nsys stats` (3 reports) and `nsys analyze -r gpu_gaps` on "
                          "the same file (nsys from $CGPROF_BENCH_NSYS, else PATH)")
     ap.add_argument("--memory-limit", help="pass --memory-limit to the analyses")
+    ap.add_argument("--all-gaps", action="store_true",
+                    help="pass --all-gaps to the analyses (the JSON lists every GPU gap)")
     args = ap.parse_args(argv)
 
     workdir = Path(tempfile.mkdtemp(prefix="cgprof-bench-"))
@@ -327,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         _warm_cache(path)
         if args.memory_limit:
             os.environ["CGPROF_BENCH_MEMORY_LIMIT"] = args.memory_limit
+        if args.all_gaps:
+            os.environ["CGPROF_BENCH_ALL_GAPS"] = "1"
         results = {}
         for mode in MODES + (NSYS_MODES if args.vs_nsys else ()):
             results[mode] = _best([measure(mode, path, workdir) for _ in range(args.repeat)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pandas.testing as pdt
+import pytest
 
 from cgprof.metrics import intervals as iv
 from cgprof.report import json_report as jr
@@ -109,3 +110,104 @@ def test_step_groups_enclosing_and_inner_warmup_ranges(make_db):
     st = r.steps.steps
     assert list(st["group"]) == ["warmup", "eager", "outer", "outer", "outer", "outer"]
     assert list(st["mode"]) == ["warmup", "eager", "warmup", "eager", "eager", "eager"]
+
+
+@pytest.mark.parametrize("name", ["mlp_train_eager", "mlp_train_graph", "ddp_mlp_train_graph",
+                                  "resnet18_infer_graph", "mlp_train_graph_graphtrace"])
+def test_gap_table_fast_assembly_equals_concat_and_sort(traces_dir, monkeypatch, name):
+    """gpu_gaps' column-wise merge of window-edge rows into the inner gaps (and the per-kind
+    and per-device tables) give exactly the concat + sort_values + pandas masks they replace."""
+    import cgprof
+    from cgprof.metrics import gaps as G
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+
+    trace = cgprof.load(traces_dir / f"{name}.sqlite")
+    ops, calls = gpu_ops(trace), api_calls(trace)
+    lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
+    windows = [None, (lo - 1000, hi + 1000), (lo + (hi - lo) // 3, hi - (hi - lo) // 3)]
+    fast = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+    used = []
+    by_kind = G._by_kind
+    monkeypatch.setattr(G, "_merge_sorted", lambda a, b: used.append(1) or None)
+    monkeypatch.setattr(G, "busy_from_gaps", lambda g, k: None)
+
+    def by_kind_pandas(gaps, devices):  # object kinds: the pandas-mask loop
+        return by_kind(gaps.assign(kind=gaps["kind"].astype(object)), devices)
+
+    monkeypatch.setattr(G, "_by_kind", by_kind_pandas)
+    slow = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+    assert len(used) == len(windows)
+    for f, s in zip(fast, slow, strict=True):
+        # the fast path keeps next_api a categorical; the concat path makes it str
+        fg = f.gaps
+        if len(fg) > 2:
+            assert isinstance(fg["next_api"].dtype, pd.CategoricalDtype)
+            fg = fg.assign(next_api=G._str_array(fg["next_api"]))
+        pdt.assert_frame_equal(fg, s.gaps)
+        for table in ("devices", "by_kind", "histogram", "streams"):
+            pdt.assert_frame_equal(getattr(f, table), getattr(s, table))
+    assert any(int((f.gaps["kind"] == "window_edge").sum()) for f in fast)
+
+
+def test_trace_sort_by_lexsort_equals_sort_values():
+    from cgprof import trace as T
+
+    def frame() -> pd.DataFrame:
+        return pd.DataFrame({
+            "start_ns": np.array([5, 3, 3, 9, 3, 1], dtype=np.int64),
+            "end_ns": np.array([6, 8, 4, 9, 4, 2], dtype=np.int64),
+            "graph_node_id": pd.array([1, None, 3, None, 5, 6], dtype="Int64"),
+            "name": pd.Categorical(["b", "a", "b", "c", "a", "a"]),
+            "text": pd.array(["x", "y", "z", "w", "v", "u"], dtype="str"),
+        }, index=pd.Index([7, 6, 5, 4, 3, 2]))
+
+    want = frame().sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
+    got = T._sort(frame(), ["start_ns", "end_ns"])
+    pdt.assert_frame_equal(got, want)
+    assert got["graph_node_id"].tolist()[:3] == [6, 3, 5]  # the tie (3, 4) keeps row order
+
+
+def test_join_unique_is_the_merge(traces_dir):
+    import cgprof
+
+    r = cgprof.analyze(traces_dir / "mlp_train_eager.sqlite")
+    calls = r.trace.api_calls[["pid", "corr_id", "name", "dur_ns"]].drop_duplicates(
+        ["pid", "corr_id"])
+    for left, right in ((calls, r.steps.call_steps),
+                        (r.trace.kernels[["pid", "corr_id", "name", "dur_ns"]],
+                         calls.rename(columns={"name": "api", "dur_ns": "api_ns"}))):
+        want = left.merge(right, on=["pid", "corr_id"], how="inner")
+        got = iv.join_unique(left, right)
+        assert len(got) > 100
+        pdt.assert_frame_equal(got, want)
+
+
+def test_families_by_codes_equal_the_string_map():
+    from cgprof.metrics import launches as L
+
+    names = pd.Series(pd.Categorical(
+        ["cudaLaunchKernel", None, "cudaGraphLaunch", "cudaLaunchKernel", "cudaFree"],
+        categories=["cudaFree", "cudaGraphLaunch", "cudaLaunchKernel", "cudaMemcpyAsync"]))
+    for cats in (names, names.cat.add_categories(["cudaMalloc", "cudaStreamSynchronize"])):
+        # one family per name (pandas maps the categories) and several names per family
+        want = cats.map({c: L.family_of(c) for c in cats.cat.categories}).astype("category")
+        got = L._families(cats)
+        pdt.assert_series_equal(got, want, check_names=False)
+        assert got.isna().tolist() == [False, True, False, False, False]
+
+
+@pytest.mark.parametrize("name", ["mlp_train_graph", "mlp_train_graph_graphtrace",
+                                  "resnet18_train_eager", "ddp_mlp_train_graph"])
+def test_gpu_ops_by_columns_equal_the_concat(traces_dir, name):
+    import cgprof
+    from cgprof import schema as S
+    from cgprof.metrics import gpu as G
+
+    tr = cgprof.load(traces_dir / f"{name}.sqlite")
+    k, m, s, g = tr.kernels, tr.memcpy, tr.memset, tr.graph_trace
+    sources = [(k, "kernel", k["graph_node_id"].notna(), False),
+               (m, "memcpy", m["graph_node_id"].notna(), m["copy_kind"] == S.MEMCPY_HTOD),
+               (s, "memset", s["graph_node_id"].notna(), False), (g, "graph", True, False)]
+    want = G._gpu_ops_concat([src for src in sources if len(src[0])])
+    pdt.assert_frame_equal(G.gpu_ops(tr), want)

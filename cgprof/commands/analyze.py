@@ -78,6 +78,9 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say):
               help="List only GPU gaps longer than this (all gaps still count as idle).")
 @click.option("--json", "json_out", metavar="PATH|-",
               help="Write every table as JSON to PATH ('-' for stdout, replacing the summary).")
+@click.option("--all-gaps", is_flag=True,
+              help="With --json: list every GPU gap (default: the 1000 longest; the gap "
+                   "summaries always cover them all).")
 @click.option("--html", "html_out", type=click.Path(path_type=Path), metavar="PATH",
               help="Write an interactive single-file HTML report (one trace only).")
 @click.option("--steps", "steps_window", metavar="A:B",
@@ -98,8 +101,8 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say):
 @click.option("--dask", "dask", metavar="ADDRESS", envvar="CGPROF_DASK_SCHEDULER",
               help="Analyse the files of --ranks / folders on this dask.distributed scheduler "
                    "(tcp://host:8786; env CGPROF_DASK_SCHEDULER); workers must see the files.")
-def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, max_events, force,
-            quiet, many_ranks, rank, jobs, dask) -> None:
+def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_window,
+            max_events, force, quiet, many_ranks, rank, jobs, dask) -> None:
     """Analyse nsys traces: SQLite exports, .nsys-rep reports, parquetdir/arrowdir exports.
 
     A trace holding several processes with GPU work (a torchrun launch) is analysed rank by
@@ -115,6 +118,8 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, ma
             raise CgprofError("--html takes one trace; use `cgprof diff A B` to compare two")
         if html_out is None and (steps_window is not None or max_events is not None):
             raise CgprofError("--steps and --max-events shape the --html report; add --html PATH")
+        if all_gaps and json_out is None:
+            raise CgprofError("--all-gaps shapes the --json document; add --json PATH")
         window = None
         if steps_window is not None:
             from cgprof.diff import parse_steps
@@ -148,13 +153,14 @@ def command(traces, step, skip, min_gap_us, json_out, html_out, steps_window, ma
                                   f"one to draw with --rank N")
             one = one.shown()[0].result
         if json_out == "-":
-            for piece in json_report.render_chunks(results):
+            for piece in json_report.render_chunks(results, all_gaps=all_gaps):
                 click.echo(piece, nl=False)
         else:
             click.echo("\n".join(text.render_ranks(r) if hasattr(r, "cross") else
                                  text.render(r) for r in results), nl=False)
             if json_out is not None:
-                write_atomic(Path(json_out), json_report.render_chunks(results), force)
+                write_atomic(Path(json_out),
+                             json_report.render_chunks(results, all_gaps=all_gaps), force)
                 click.echo(f"wrote {json_out}")
         if html_out is not None:
             from cgprof.report import figures, html

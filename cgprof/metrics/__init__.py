@@ -13,10 +13,12 @@ from typing import Any
 
 import pandas as pd
 
+from cgprof.engine import release_memory
 from cgprof.metrics.coverage import CoverageResult, graph_coverage
 from cgprof.metrics.gaps import GapResult, gpu_gaps
 from cgprof.metrics.gpu import gpu_ops
-from cgprof.metrics.launches import api_calls, launch_summary
+from cgprof.metrics.intervals import first_match, join_unique, pair_keys
+from cgprof.metrics.launches import GRAPH_LAUNCH, api_calls, launch_summary
 from cgprof.metrics.replays import ReplayResult, graph_replays
 from cgprof.metrics.steps import StepResult, classify_steps, compute_steps
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
@@ -71,6 +73,30 @@ class AnalysisResult:
     step_gaps: pd.DataFrame
 
 
+def _window_calls(calls: pd.DataFrame, steps: StepResult,
+                  win_steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The API calls of the window steps, twice: the columns the launch table reads (every
+    family), and the graph-launch calls with the columns the replay join reads. Narrow
+    copies: a filtered copy of every column of a 10M-call frame is a GB."""
+    if steps.source == "whole-trace":
+        return calls, calls
+    cs = steps.call_steps
+    in_win = cs["step"].isin(win_steps["step"]).to_numpy(dtype=bool)
+    cols = ["pid", "tid", "corr_id", "start_ns", "dur_ns", "name", "family", "in_capture"]
+    pair = pair_keys(calls, cs)
+    if pair is None:
+        win = join_unique(calls[cols], cs[in_win][["pid", "corr_id"]])
+        return win, win
+    row = first_match(*pair)
+    del pair
+    hit = row >= 0
+    hit[hit] = in_win[row[hit]]
+    del row
+    launches = calls[["name", "family", "in_capture", "dur_ns"]][hit].reset_index(drop=True)
+    graph = hit & (calls["family"] == GRAPH_LAUNCH).to_numpy(dtype=bool)
+    return launches, calls[cols][graph].reset_index(drop=True)
+
+
 def analyze(
     trace_or_path: Trace | str | Path,
     step: str | None = None,
@@ -85,10 +111,16 @@ def analyze(
     cgprof.metrics.stepchoice). skip: leading steps to
     drop (warm-up). min_gap_us: gaps at or below this are not listed (still counted as idle).
     """
-    say = progress or (lambda _m: None)
-    trace = trace_or_path if isinstance(trace_or_path, Trace) else load(trace_or_path, say)
+    say_ = progress or (lambda _m: None)
+
+    def say(msg: str) -> None:  # each stage starts with what the last one freed given back
+        release_memory()
+        say_(msg)
+
+    trace = trace_or_path if isinstance(trace_or_path, Trace) else load(trace_or_path, say_)
     say("classifying API calls")
     calls = api_calls(trace)
+    release_memory()
     ops = gpu_ops(trace)
     say("cutting steps")
     steps = compute_steps(trace, calls, ops, step=step, skip=skip)
@@ -102,22 +134,21 @@ def analyze(
     window = steps.window()
     min_gap_ns = int(round(min_gap_us * 1000))
     gaps = gpu_gaps(ops, calls, window=span)
+    release_memory()
     classify_steps(steps, gaps.gaps)  # every step's gaps, however short
     step_gaps = gaps.above(min_gap_ns).gaps
     if window != span:  # the reported figures cover the analysis window only
         gaps = gpu_gaps(ops, calls, window=window)
     gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
-    if steps.source == "whole-trace":
-        win_calls = calls
-    else:
-        keys = steps.call_steps[steps.call_steps["step"].isin(win_steps["step"])]
-        win_calls = calls.merge(keys[["pid", "corr_id"]], on=["pid", "corr_id"], how="inner")
+    win_calls, replay_calls = _window_calls(calls, steps, win_steps)
     say("measuring graph replays")
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
-    replays = graph_replays(ops, win_calls, node_level=node_level)
+    replays = graph_replays(ops, replay_calls, node_level=node_level)
+    del replay_calls
     say("summarising")
     coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps)
+    release_memory()
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
                 graph_trace_mode=trace.meta.graph_trace_mode)
     info = {

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
+from cgprof.metrics.intervals import join_unique
 
 EAGER_TOP_COLUMNS = ["name", "kernels", "gpu_ns", "launch_api", "launch_host_ns"]
 
@@ -127,17 +128,20 @@ def _eager_top(ws, kernels, calls, call_steps) -> tuple[pd.DataFrame, pd.Series]
     zero = pd.Series(np.zeros(n), index=ws.index)
     if n == 0 or calls.empty:
         return _empty_top(), zero
-    launch = calls[(calls["family"] == L.KERNEL_LAUNCH) & ~calls["in_capture"]]
-    launch = launch[["pid", "corr_id", "name", "dur_ns"]].drop_duplicates(["pid", "corr_id"])
-    launch = launch.merge(call_steps, on=["pid", "corr_id"], how="inner")
+    sel = ((calls["family"] == L.KERNEL_LAUNCH) & ~calls["in_capture"]).to_numpy(dtype=bool)
+    launch = calls[["pid", "corr_id", "name", "dur_ns"]]
+    launch = launch if sel.all() else launch[sel]
+    launch = launch.drop_duplicates(["pid", "corr_id"])
+    launch = join_unique(launch, call_steps[["pid", "corr_id", "step"]])
     launch = launch[launch["step"].isin(steps)]
     host = launch.groupby("step")["dur_ns"].sum().reindex(steps).fillna(0)
     host.index = ws.index
-    k = kernels[kernels["graph_node_id"].isna()][["pid", "corr_id", "name", "dur_ns"]]
+    eager = kernels["graph_node_id"].isna().to_numpy(dtype=bool)
+    k = kernels[["pid", "corr_id", "name", "dur_ns"]]
+    k = k if eager.all() else k[eager]
     if k.empty or launch.empty:
         return _empty_top(), host
-    k = k.merge(launch.rename(columns={"name": "api", "dur_ns": "api_ns"}),
-                on=["pid", "corr_id"], how="inner")
+    k = join_unique(k, launch.rename(columns={"name": "api", "dur_ns": "api_ns"}))
     if k.empty:
         return _empty_top(), host
     # One launch call can start several kernels (rare for eager launches): charge its host

@@ -29,7 +29,14 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import first_match, group_gaps, pair_keys, quantile_ns, union_busy
+from cgprof.metrics.intervals import (
+    busy_from_gaps,
+    first_match,
+    group_gaps,
+    pair_keys,
+    quantile_ns,
+    union_busy,
+)
 
 GAP_KINDS = ("in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays", "other",
              "window_edge")
@@ -48,7 +55,8 @@ class GapResult:
     devices    device_id window_start_ns window_end_ns window_ns busy_ns idle_ns idle_pct
                gap_count gap_p50_ns gap_p95_ns gap_max_ns
     gaps       one row per gap: GAP_COLUMNS (kind is one of GAP_KINDS; next_* describe the
-               operation after the gap and its launch call, <NA>/"" when unknown)
+               operation after the gap and its launch call, <NA>/"" when unknown; kind and
+               next_api are categoricals)
     by_kind    device_id kind count total_ns share_pct (share of that device's idle time)
     histogram  device_id bin_lo_us bin_hi_us (inf for the last) count total_ns
     streams    device_id stream_id ops busy_ns span_ns gap_count gaps_ns max_gap_ns
@@ -75,7 +83,18 @@ def _window_clip(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFr
     if window is None:
         return ops
     w0, w1 = window
-    ops = ops[(ops["end_ns"] > w0) & (ops["start_ns"] < w1)]
+    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    inside = (end > w0) & (start < w1)
+    if not len(start) or (inside.all() and start.min() >= w0 and end.max() <= w1):
+        return ops  # nothing to drop or clip: no copy of a 10M-row table
+    rows = np.flatnonzero(inside)
+    if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
+        ops = ops.iloc[rows[0]:rows[-1] + 1]  # one run of rows (ops sorted by start): a view
+    else:
+        ops = ops[inside]
+    s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    if not len(s) or (s.min() >= w0 and e.max() <= w1):
+        return ops
     return ops.assign(start_ns=ops["start_ns"].clip(lower=w0), end_ns=ops["end_ns"].clip(upper=w1))
 
 
@@ -93,22 +112,33 @@ def gpu_gaps(
     ``min_gap_ns`` are not listed (they still count as idle time).
     """
     ops = _window_clip(ops, window)
-    ops = ops[ops["end_ns"] > ops["start_ns"]] if len(ops) else ops
+    if len(ops):
+        live = (ops["end_ns"] > ops["start_ns"]).to_numpy(dtype=bool)
+        ops = ops if live.all() else ops[live]
+    streams = _stream_table(ops)  # before the gap table exists: its sort is a big transient
     g = group_gaps(ops, ["device_id"])
     gaps = _inner_gaps(g, ops, calls)
+    busy = busy_from_gaps(g, ["device_id"]) if len(ops) else None
+    del g
     edges = _edge_gaps(ops, window)
-    all_gaps = pd.concat([d for d in (gaps, edges) if len(d)], ignore_index=True) if (
-        len(gaps) or len(edges)) else _empty_gaps()
-    all_gaps = all_gaps.sort_values(["device_id", "start_ns"], kind="stable").reset_index(drop=True)
-    all_gaps["kind"] = pd.Categorical(all_gaps["kind"], categories=list(GAP_KINDS))
+    all_gaps = _merge_sorted(gaps, edges)
+    if all_gaps is None:
+        if len(gaps) and isinstance(gaps["next_api"].dtype, pd.CategoricalDtype):
+            gaps = gaps.assign(next_api=_str_array(gaps["next_api"]))  # concat with edges' str
+        all_gaps = pd.concat([d for d in (gaps, edges) if len(d)], ignore_index=True) if (
+            len(gaps) or len(edges)) else _empty_gaps()
+        all_gaps = all_gaps.sort_values(["device_id", "start_ns"],
+                                        kind="stable").reset_index(drop=True)
+        all_gaps["kind"] = pd.Categorical(all_gaps["kind"], categories=list(GAP_KINDS))
 
-    devices = _device_table(ops, all_gaps, window)
+    del gaps
+    devices = _device_table(ops, all_gaps, window, busy)
     result = GapResult(
         devices=devices,
         gaps=all_gaps,
         by_kind=_by_kind(all_gaps, devices),
         histogram=histogram(all_gaps),
-        streams=_stream_table(ops),
+        streams=streams,
         min_gap_ns=0,
     )
     return result.above(min_gap_ns) if min_gap_ns > 0 else result
@@ -120,60 +150,151 @@ def _empty_gaps() -> pd.DataFrame:
 
 
 def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
-    g = g[g["gap_ns"] > 0]
-    if g.empty:
+    sel = g["gap_ns"].to_numpy() > 0
+    if not sel.any():
         return _empty_gaps()
-    prev = ops.loc[g["prev_idx"].astype("int64").to_numpy()]
-    gap_start = g["prev_end_ns"].astype("int64").to_numpy()
-    gap_end = g["start_ns"].to_numpy(dtype=np.int64)
+    every = bool(sel.all())
+
+    def col(c: str, **kw) -> np.ndarray:  # the gap rows' values, no copy of the whole frame
+        a = g[c].to_numpy(**kw)
+        return a if every else a[sel]
+
+    prev = _rows_at(ops, col("prev_idx", dtype=np.int64, na_value=0),
+                    ["stream_id", "pid", "corr_id", "in_graph", "kind"])
+    gap_start = col("prev_end_ns", dtype=np.int64, na_value=0)
+    gap_end = col("start_ns", dtype=np.int64)
+    pid, corr, in_graph = col("pid"), col("corr_id"), col("in_graph", dtype=bool)
+    nxt = pd.DataFrame({"pid": pid, "corr_id": corr}, copy=False)
 
     # The launch call of the operation after the gap, joined on (pid, correlationId).
-    keys = pair_keys(g, calls)
+    keys = pair_keys(nxt, calls)
     if keys is not None and isinstance(calls["name"].dtype, pd.CategoricalDtype):
         row = first_match(*keys)
+        del keys
         known = row >= 0
         take = np.where(known, row, 0)
+        del row
         api_start = np.where(known, calls["start_ns"].to_numpy()[take], np.nan)
         api_end = np.where(known, calls["end_ns"].to_numpy()[take], np.nan)
-        names = calls["name"].cat
-        next_api = pd.Series(pd.Categorical.from_codes(
-            np.where(known, names.codes.to_numpy()[take], -1), dtype=calls["name"].dtype))
+        # A categorical over the API names plus "" (unknown): one byte or two per gap, not a
+        # string object each (10M gaps).
+        cats = [str(c) for c in calls["name"].cat.categories]
+        blank = cats.index("") if "" in cats else len(cats)
+        next_api = pd.Categorical.from_codes(
+            np.where(known, calls["name"].cat.codes.to_numpy()[take], blank),
+            categories=cats if blank < len(cats) else [*cats, ""])
+        del take
     else:
         launch = calls[["pid", "corr_id", "start_ns", "end_ns", "name", "family"]]
         launch = launch.drop_duplicates(["pid", "corr_id"])
-        nxt = g[["pid", "corr_id", "stream_id", "in_graph", "kind"]].reset_index(drop=True)
         nxt = nxt.merge(launch, how="left", on=["pid", "corr_id"], suffixes=("", "_api"))
         api_start = nxt["start_ns"].to_numpy(dtype="float64", na_value=np.nan)
         api_end = nxt["end_ns"].to_numpy(dtype="float64", na_value=np.nan)
         known = ~np.isnan(api_start)
-        next_api = nxt["name"]
+        next_api = _str_array(nxt["name"])
+    del nxt
 
     same_replay = (
-        prev["in_graph"].to_numpy(dtype=bool) & g["in_graph"].to_numpy(dtype=bool)
-        & (prev["pid"].to_numpy() == g["pid"].to_numpy())
-        & (prev["corr_id"].to_numpy() == g["corr_id"].to_numpy())
+        prev["in_graph"].astype(bool) & in_graph
+        & (prev["pid"] == pid)
+        & (prev["corr_id"] == corr)
     )
-    sync_bound = _sync_returned_in_gap(calls, g["pid"].to_numpy(), gap_start, api_start, known)
+    sync_bound = _sync_returned_in_gap(calls, pid, gap_start, api_start, known)
     launch_bound = known & (api_end > gap_start)
-    input_copy = prev["kind"].isin(["memcpy", "memset"]).to_numpy(dtype=bool)
-    replays = prev["in_graph"].to_numpy(dtype=bool) | g["in_graph"].to_numpy(dtype=bool)
+    del api_start, api_end, known
+    input_copy = prev["kind"]
+    replays = prev["in_graph"].astype(bool) | in_graph
 
     # Categorical over GAP_KINDS from the start: gpu_gaps() makes the column that anyway.
     kind = pd.Categorical.from_codes(np.select(
         [same_replay, sync_bound, launch_bound, input_copy, replays], [0, 1, 2, 3, 4],
         default=5).astype(np.int8), categories=list(GAP_KINDS))
     return pd.DataFrame({
-        "device_id": g["device_id"].to_numpy(),
+        "device_id": col("device_id"),
         "start_ns": gap_start,
         "end_ns": gap_end,
         "gap_ns": gap_end - gap_start,
         "kind": kind,
-        "prev_stream_id": prev["stream_id"].to_numpy(),
-        "next_stream_id": g["stream_id"].to_numpy(),
-        "next_pid": g["pid"].to_numpy(),
-        "next_corr_id": g["corr_id"].to_numpy(),
-        "next_api": _str_array(next_api),
-    })
+        "prev_stream_id": prev["stream_id"],
+        "next_stream_id": col("stream_id"),
+        "next_pid": pid,
+        "next_corr_id": corr,
+        "next_api": next_api,
+    }, copy=False)
+
+
+def _rows_at(ops: pd.DataFrame, labels: np.ndarray, cols: list[str]) -> dict[str, np.ndarray]:
+    """``ops.loc[labels, cols]`` as numpy arrays, taking only those columns (``kind``: True
+    for copies and memsets): a ``.loc`` of every column of a million-row frame costs more."""
+    index = ops.index
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        pos = labels
+    elif index.is_monotonic_increasing and index.is_unique:
+        pos = np.searchsorted(index.to_numpy(), labels)
+    else:
+        pos = index.get_indexer(labels)
+    if len(pos) and (pos.min() < 0 or pos.max() >= len(ops)):
+        raise KeyError("gap before an operation that is not in the table")
+    out = {}
+    for c in cols:
+        if c == "kind":
+            out[c] = ops["kind"].isin(["memcpy", "memset"]).to_numpy(dtype=bool)[pos]
+        else:
+            out[c] = ops[c].to_numpy()[pos]
+    return out
+
+
+def _merge_sorted(gaps: pd.DataFrame, edges: pd.DataFrame) -> pd.DataFrame | None:
+    """``concat([gaps, edges]).sort_values(["device_id", "start_ns"], kind="stable")`` with
+    ``kind`` over GAP_KINDS, built column by column: the window-edge rows (two per device at
+    most) are inserted into the inner gaps, which are in (device, start) order already.
+    None when that fast path does not apply (then the caller concatenates and sorts)."""
+    if not len(gaps) or not isinstance(gaps["kind"].dtype, pd.CategoricalDtype):
+        return None
+    dev = gaps["device_id"].to_numpy()
+    start = gaps["start_ns"].to_numpy()
+    if dev.dtype != np.int64 or start.dtype != np.int64:
+        return None
+    d_step = dev[1:] - dev[:-1]
+    if (d_step < 0).any() or (start[1:][d_step == 0] < start[:-1][d_step == 0]).any():
+        return None
+    if not len(edges):
+        return gaps
+    edges = edges.sort_values(["device_id", "start_ns"], kind="stable")
+    e_dev = edges["device_id"].to_numpy(dtype=np.int64)
+    e_start = edges["start_ns"].to_numpy(dtype=np.int64)
+    # Stable: an edge goes after the inner gaps with the same (device, start).
+    lo = np.searchsorted(dev, e_dev, "left")
+    hi = np.searchsorted(dev, e_dev, "right")
+    at = np.array([a + np.searchsorted(start[a:b], s, "right")
+                   for a, b, s in zip(lo, hi, e_start, strict=True)], dtype=np.int64)
+    api = gaps["next_api"].dtype
+    if not (api == edges["next_api"].dtype or isinstance(api, pd.CategoricalDtype)) or any(
+            gaps[c].dtype != np.int64 or edges[c].notna().any()
+            for c in ("prev_stream_id", "next_stream_id", "next_pid", "next_corr_id")):
+        return None
+    # Each column of ``gaps`` (the caller's own table) is dropped once its merged copy exists.
+    data: dict[str, object] = {}
+    for c in GAP_COLUMNS:
+        col, ecol = gaps.pop(c), edges[c]
+        if c == "kind":
+            codes = np.insert(col.cat.codes.to_numpy(), at, GAP_KINDS.index("window_edge"))
+            data[c] = pd.Categorical.from_codes(codes, dtype=col.dtype)
+        elif c in ("device_id", "start_ns", "end_ns", "gap_ns"):
+            data[c] = np.insert(col.to_numpy(dtype=np.int64), at, ecol.to_numpy(dtype=np.int64))
+        elif c == "next_api" and isinstance(col.dtype, pd.CategoricalDtype):
+            blank = list(col.cat.categories).index("")
+            data[c] = pd.Categorical.from_codes(
+                np.insert(col.cat.codes.to_numpy(), at, blank), dtype=col.dtype)
+        elif c == "next_api":
+            arr = col.array
+            data[c] = type(arr)._concat_same_type([arr, ecol.array]).take(
+                np.insert(np.arange(len(arr)), at, len(arr) + np.arange(len(ecol))))
+        else:  # prev_stream_id, next_*: int64 inner, <NA> at the edges -> Int64
+            data[c] = pd.arrays.IntegerArray(np.insert(col.to_numpy(), at, 0),
+                                             np.insert(np.zeros(len(col), dtype=bool), at, True))
+        del col
+    return pd.DataFrame(data, copy=False)
 
 
 def _str_array(names: pd.Series) -> object:
@@ -236,16 +357,20 @@ def _edge_gaps(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFram
     return df[GAP_COLUMNS]
 
 
-def _device_table(ops, gaps, window) -> pd.DataFrame:
+def _device_table(ops, gaps, window, busy=None) -> pd.DataFrame:
+    """``busy``: ``union_busy(ops, ["device_id"])`` when the caller has it already."""
     cols = ["device_id", "window_start_ns", "window_end_ns", "window_ns", "busy_ns", "idle_ns",
             "idle_pct", "gap_count", "gap_p50_ns", "gap_p95_ns", "gap_max_ns"]
     if ops.empty:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
-    u = union_busy(ops, ["device_id"])
+    u = busy if busy is not None else union_busy(ops, ["device_id"])
+    g_dev = gaps["device_id"].to_numpy()
+    g_ns = gaps["gap_ns"]
     rows = []
     for r in u.itertuples(index=False):
         w0, w1 = window if window is not None else (r.first_start_ns, r.last_end_ns)
-        dg = gaps[gaps["device_id"] == r.device_id]["gap_ns"]
+        on_dev = g_dev == r.device_id
+        dg = g_ns if on_dev.all() else g_ns[on_dev]
         win = int(w1 - w0)
         idle = win - int(r.busy_ns)
         rows.append({
@@ -261,8 +386,31 @@ def _device_table(ops, gaps, window) -> pd.DataFrame:
 
 def _by_kind(gaps: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
     rows = []
+    g_dev = gaps["device_id"].to_numpy()
+    g_ns = gaps["gap_ns"].to_numpy()
+    kinds = gaps["kind"]
+    if isinstance(kinds.dtype, pd.CategoricalDtype) and list(kinds.cat.categories) == list(
+            GAP_KINDS) and g_dev.dtype.kind in "iu" and g_ns.dtype == np.int64:
+        codes = kinds.cat.codes.to_numpy()
+    else:
+        codes = None
     for dev in devices["device_id"].tolist():
-        dg = gaps[gaps["device_id"] == dev]
+        on_dev = g_dev == dev
+        if codes is not None:  # per kind: counts and sums by code, exact int64 sums
+            dc = codes[on_dev] if not on_dev.all() else codes
+            dv = g_ns[on_dev] if not on_dev.all() else g_ns
+            idle = int(dv.sum())
+            for i, kind in enumerate(GAP_KINDS):
+                hit = dc == i
+                count = int(hit.sum())
+                if not count:
+                    continue
+                total = int(dv[hit].sum())
+                rows.append({"device_id": int(dev), "kind": kind, "count": count,
+                             "total_ns": total,
+                             "share_pct": 100.0 * total / idle if idle else 0.0})
+            continue
+        dg = gaps[on_dev]
         idle = int(dg["gap_ns"].sum())
         for kind in GAP_KINDS:
             k = dg[dg["kind"] == kind]

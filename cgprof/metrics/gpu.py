@@ -39,9 +39,41 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
         (s, KIND_MEMSET, s["graph_node_id"].notna(), False),
         (g, KIND_GRAPH, True, False),  # a whole replay
     ]
+    sources = [src for src in sources if len(src[0])]
+    if not sources:
+        return pd.DataFrame({c: pd.Series(dtype="bool" if c in ("in_graph", "is_input_copy")
+                                          else "object" if c == "kind" else "int64")
+                             for c in OP_COLUMNS})
+    ints = ["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id"]
+    if not all(df[c].dtype == np.int64 for df, *_ in sources for c in ints):
+        return _gpu_ops_concat(sources)
+    # Column by column in numpy: a concat of frames would make a string per op for ``kind``
+    # and copy every column twice more (concat, then sort); 10M kernels are GBs.
+    kinds = sorted({kind for _, kind, _, _ in sources})
+    dtype = pd.Series(kinds).astype("category").dtype  # as astype("category") makes it
+    cols: dict[str, np.ndarray] = {c: np.concatenate([df[c].to_numpy() for df, *_ in sources])
+                                   for c in ints}
+    cols["kind"] = np.concatenate([np.full(len(df), kinds.index(kind), dtype=np.int8)
+                                   for df, kind, _, _ in sources])
+    for c, at in (("in_graph", 2), ("is_input_copy", 3)):
+        cols[c] = np.concatenate([np.full(len(src[0]), src[at], dtype=bool)
+                                  if isinstance(src[at], bool)
+                                  else np.asarray(src[at], dtype=bool) for src in sources])
+    start, end = cols["start_ns"], cols["end_ns"]
+    d = start[1:] - start[:-1]
+    if not ((d >= 0).all() and (end[1:][d == 0] >= end[:-1][d == 0]).all()):
+        order = np.lexsort((end, start))  # stable, as sort_values(kind="stable")
+        for c in list(cols):
+            cols[c] = cols.pop(c)[order]
+    del start, end, d
+    cols["kind"] = pd.Categorical.from_codes(cols["kind"], dtype=dtype)
+    return pd.DataFrame({c: cols.pop(c) for c in OP_COLUMNS}, copy=False)
+
+
+def _gpu_ops_concat(sources: list) -> pd.DataFrame:
+    """:func:`gpu_ops` through pandas (columns that are not plain int64)."""
     parts = []
     for df, kind, in_graph, input_copy in sources:
-        # No .copy(): the concat below copies once.
         part = df[["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id"]].assign(
             kind=kind,
             in_graph=np.asarray(in_graph, dtype=bool) if not isinstance(
@@ -49,11 +81,6 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
             is_input_copy=np.asarray(input_copy, dtype=bool) if not isinstance(
                 input_copy, bool) else input_copy)
         parts.append(part)
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return pd.DataFrame({c: pd.Series(dtype="bool" if c in ("in_graph", "is_input_copy")
-                                          else "object" if c == "kind" else "int64")
-                             for c in OP_COLUMNS})
     ops = pd.concat(parts, ignore_index=True)
     ops["kind"] = ops["kind"].astype("category")
     ops = sort_stable(ops, ["start_ns", "end_ns"]).reset_index(drop=True)

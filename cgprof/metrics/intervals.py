@@ -52,21 +52,35 @@ def group_gaps(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     end = out["end_ns"].to_numpy()
     start = out["start_ns"].to_numpy()
     runmax = _segment_cummax(end, first)
+    # Position of the row that holds the running max: a row "sets" the max when its end is
+    # the new maximum (a group's first row always does); forward-fill that position.
+    # (In place where it can be: at 10M rows each temporary is 80 MB.)
+    holder = np.arange(n)
+    holder[end < runmax] = 0
+    np.maximum.accumulate(holder, out=holder)
     prev_end = np.empty_like(runmax)
     prev_end[1:] = runmax[:-1]
     prev_end[0] = 0
-    gap = np.where(first, 0, np.maximum(start - prev_end, 0))
-    # Position of the row that holds the running max: a row "sets" the max when its end is
-    # the new maximum (a group's first row always does); forward-fill that position.
-    holder = np.maximum.accumulate(np.where(end >= runmax, np.arange(n), 0))
+    del runmax
+    gap = np.subtract(start, prev_end)
+    np.maximum(gap, 0, out=gap)
+    gap[first] = 0
     prev_holder = np.empty(n, dtype=np.int64)
     prev_holder[1:] = holder[:-1]
     prev_holder[0] = 0
+    del holder
     labels = out.index.to_numpy()
-    prev_idx = np.where(first, 0, labels[prev_holder]).astype(np.int64)
+    if isinstance(out.index, pd.RangeIndex) and out.index.start == 0 and out.index.step == 1:
+        prev_idx = prev_holder  # labels are positions
+    else:
+        prev_idx = labels[prev_holder]
+        del prev_holder
+    prev_idx = prev_idx.astype(np.int64, copy=False)
+    prev_idx[first] = 0
+    prev_end[first] = 0
     return out.assign(
-        prev_end_ns=pd.arrays.IntegerArray(np.where(first, 0, prev_end), first.copy()),
-        gap_ns=gap.astype(np.int64),
+        prev_end_ns=pd.arrays.IntegerArray(prev_end, first.copy()),
+        gap_ns=gap.astype(np.int64, copy=False),
         prev_idx=pd.arrays.IntegerArray(prev_idx, first),
     )
 
@@ -89,6 +103,8 @@ def _group_starts(df: pd.DataFrame, keys: list[str]) -> np.ndarray | None:
 
 def _segment_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Running maximum of int64 ``values`` restarting where ``first`` is True."""
+    if not first[1:].any():  # one group (one device): a plain running maximum
+        return np.maximum.accumulate(values)
     seg = np.cumsum(first) - 1
     lo = int(values.min())
     span = int(values.max()) - lo + 1
@@ -248,7 +264,8 @@ def pair_keys(left: pd.DataFrame, right: pd.DataFrame,
     corr = [x[1] for x in arrs]
     if any(len(c) and (c.min() < 0 or c.max() >= 2**32) for c in corr):
         return None
-    pids = np.unique(np.concatenate([arrs[0][0], arrs[1][0]]))
+    # the distinct pids (a handful) by hashing, then sorted: not a sort of every row
+    pids = np.sort(pd.unique(np.concatenate([arrs[0][0], arrs[1][0]])))
     lk, rk = (np.searchsorted(pids, p).astype(np.int64) << 32 | c for p, c in arrs)
     return lk, rk
 
@@ -262,3 +279,22 @@ def first_match(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarray:
     pos = np.searchsorted(uniq, left_key)
     pos[pos == len(uniq)] = 0
     return np.where(uniq[pos] == left_key, first[pos], -1).astype(np.int64)
+
+
+def join_unique(left: pd.DataFrame, right: pd.DataFrame) -> pd.DataFrame:
+    """``left.merge(right, on=["pid", "corr_id"], how="inner")`` where ``right`` holds each
+    (pid, corr_id) once (e.g. ``StepResult.call_steps``): a key match (:func:`pair_keys`,
+    :func:`first_match`) and column takes, not a hash join of two million-row frames. Same
+    rows, order (left's), columns and dtypes as the merge."""
+    keys = pair_keys(left, right)
+    if keys is None:
+        return left.merge(right, on=["pid", "corr_id"], how="inner")
+    row = first_match(*keys)
+    hit = row >= 0
+    out = (left if hit.all() else left[hit]).reset_index(drop=True)
+    at = row[hit]
+    for c in right.columns:
+        if c not in ("pid", "corr_id"):
+            out[c] = right[c].take(at).reset_index(drop=True) if isinstance(
+                right[c].dtype, pd.CategoricalDtype) else right[c].to_numpy()[at]
+    return out

@@ -60,9 +60,23 @@ def api_calls(trace: Trace) -> pd.DataFrame:
     calls = trace.api_calls  # a filtered frame already: no second full copy
     if calls.empty:
         return calls.assign(family=pd.Series(dtype="object"), in_capture=pd.Series(dtype="bool"))
-    cats = calls["name"].cat.categories
-    family = calls["name"].map({c: family_of(c) for c in cats}).astype("category")
-    return calls.assign(family=family, in_capture=_in_capture(calls))
+    return calls.assign(family=_families(calls["name"]), in_capture=_in_capture(calls))
+
+
+def _families(names: pd.Series) -> pd.Series:
+    """``names.map(family_of per category).astype("category")`` through the category codes:
+    the same categorical without a string per call in between (10M calls: ~250 MB)."""
+    cats = names.cat.categories
+    mapping = {c: family_of(c) for c in cats}
+    small = pd.Series(cats).map(mapping)  # one value per category
+    if small.is_unique:  # pandas then maps the categories themselves: cheap, keep its result
+        return names.map(mapping).astype("category")
+    codes = names.cat.codes.to_numpy()
+    seen = np.zeros(len(cats) + 1, dtype=bool)
+    seen[codes] = True  # code -1 (no name) marks the spare last slot
+    dtype = small[seen[:-1]].astype("category").dtype  # categories: the families present
+    lut = np.append(dtype.categories.get_indexer(small), -1)
+    return pd.Series(pd.Categorical.from_codes(lut[codes], dtype=dtype), index=names.index)
 
 
 def name_contains(names: pd.Series, text: str) -> np.ndarray:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import busy_from_gaps, group_gaps, quantile_ns
+from cgprof.metrics.intervals import busy_from_gaps, group_gaps, quantile_ns, sort_stable
 
 REPLAY_COLUMNS = [
     "replay", "pid", "tid", "corr_id", "api", "api_start_ns", "api_dur_ns", "device_id",
@@ -54,7 +54,10 @@ def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> R
     """Join graph launch calls to the GPU work they replayed (see module doc)."""
     launches = calls[(calls["family"] == L.GRAPH_LAUNCH) & ~calls["in_capture"]]
     launches = launches.sort_values("start_ns", kind="stable").reset_index(drop=True)
-    work = ops[ops["in_graph"]]
+    in_graph = ops["in_graph"].to_numpy(dtype=bool)
+    # the columns used below only (ops is a 10M-row table on big traces)
+    work = ops[["pid", "corr_id", "start_ns", "end_ns", "kind", "device_id", "stream_id"]]
+    work = work if in_graph.all() else work[in_graph]
     keys = ["pid", "corr_id"]
     gaps = group_gaps(work[keys + ["start_ns", "end_ns"]], keys) if len(work) else None
     base = pd.DataFrame({
@@ -68,8 +71,9 @@ def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> R
     })
     if gaps is not None and len(base):
         stats = busy_from_gaps(gaps, keys)
-        first = work.sort_values("start_ns", kind="stable").drop_duplicates(["pid", "corr_id"])
-        where = first[["pid", "corr_id", "device_id", "stream_id"]]
+        where = sort_stable(work[["pid", "corr_id", "device_id", "stream_id", "start_ns"]],
+                            ["start_ns"]).drop_duplicates(["pid", "corr_id"])
+        where = where[["pid", "corr_id", "device_id", "stream_id"]]
         stats = stats.merge(where, on=["pid", "corr_id"], how="left")
         stats = stats.merge(_node_gaps(gaps, work["kind"]), on=keys, how="left")
         base = base.merge(stats, on=["pid", "corr_id"], how="left")
@@ -108,7 +112,8 @@ def _node_gaps(gaps: pd.DataFrame, kinds: pd.Series) -> pd.DataFrame:
     """Per replay (pid, corr_id), from its :func:`group_gaps` rows: the median gap between
     nodes, and the kind (from ``kinds``, by op label) of the node the GPU finished last before
     the longest gap (the first such gap on ties). A replay of one node has no row."""
-    inner = gaps[gaps["prev_end_ns"].notna()]  # every node but each replay's first
+    # every node but each replay's first; only the columns used (a 5M-row copy otherwise)
+    inner = gaps[["pid", "corr_id", "gap_ns", "prev_idx"]][gaps["prev_end_ns"].notna()]
     by = inner.groupby(["pid", "corr_id"], sort=True)
     out = by["gap_ns"].median().astype(np.float64).rename("median_gap_ns").reset_index()
     longest = inner.loc[by["gap_ns"].idxmax().to_numpy(), ["pid", "corr_id", "prev_idx"]]

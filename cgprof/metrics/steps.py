@@ -24,7 +24,7 @@ import pandas as pd
 from cgprof import schema as S
 from cgprof.errors import AnalysisError
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import assign_to_ranges, first_match, pair_keys, union_busy
+from cgprof.metrics.intervals import assign_to_ranges, pair_keys, union_busy
 from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
     DEFAULT_STEP,
     StepChoice,
@@ -244,12 +244,15 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
         call_step = np.zeros(len(calls), dtype=np.int64)
     else:
         call_step = _attribute_calls(calls, inst)
-    c = calls.assign(step=call_step)
     # Steps that captured a graph (calls made during stream capture, or its begin call).
-    begins = (L.name_contains(c["name"], "StreamBeginCapture")
-              | L.name_contains(c["name"], "GraphInstantiate"))
-    capturing = c[(c["step"] >= 0) & (c["in_capture"] | begins)]["step"].to_numpy(np.int64)
-    c = c[(c["step"] >= 0) & ~c["in_capture"]]
+    begins = (L.name_contains(calls["name"], "StreamBeginCapture")
+              | L.name_contains(calls["name"], "GraphInstantiate"))
+    in_capture = calls["in_capture"].to_numpy(dtype=bool)
+    capturing = call_step[(call_step >= 0) & (in_capture | begins)]
+    # Only the columns used below: a filtered copy of every column of a 10M-row frame is GBs.
+    live = (call_step >= 0) & ~in_capture
+    c = calls[["pid", "corr_id", "family", "dur_ns"]].assign(step=call_step)
+    c = c if live.all() else c[live]
 
     def count(mask: pd.Series) -> np.ndarray:
         return np.bincount(c.loc[mask, "step"].to_numpy(np.int64), minlength=n)[:n]
@@ -298,15 +301,34 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     out["in_window"] = ~out["mode"].isin(OUT_OF_WINDOW_MODES).to_numpy()
 
     # GPU work -> step of its launch call, on (pid, corr_id).
-    key = c[["pid", "corr_id", "step"]].drop_duplicates(["pid", "corr_id"])
-    pair = None if whole else pair_keys(ops, key)
+    # Only the op columns used below (a 10M-row copy of every column is GBs).
+    ops = ops[["start_ns", "end_ns", "pid", "corr_id", "kind", "in_graph"]]
+    pair = None if whole else pair_keys(ops, c)
+    if pair is not None:
+        # The first call of each (pid, corr_id), in call order (drop_duplicates), and each
+        # op's row among those, from one np.unique of the int64 keys.
+        uniq, first = np.unique(pair[1], return_index=True)
+        keep = np.sort(first)
+        key = c[["pid", "corr_id", "step"]].take(keep)
+    else:
+        key = c[["pid", "corr_id", "step"]].drop_duplicates(["pid", "corr_id"])
+    c = fam = is_launch = None  # big: free before the GPU side's temporaries
     if whole:
         w = ops.assign(step=0)
     elif pair is not None:
-        row = first_match(*pair)
+        if len(uniq):
+            pos = np.searchsorted(uniq, pair[0])
+            pos[pos == len(uniq)] = 0
+            found = uniq[pos] == pair[0]
+            row = np.where(found, np.searchsorted(keep, first[pos]), -1)
+        else:
+            pos = found = None
+            row = np.full(len(pair[0]), -1, dtype=np.int64)
+        del pair, pos, found, uniq, first, keep
         hit = row >= 0
         w = ops[hit].reset_index(drop=True)
         w["step"] = key["step"].to_numpy()[row[hit]]
+        del row, hit
     else:
         w = ops.merge(key, on=["pid", "corr_id"], how="inner")
     kernels = np.bincount(w.loc[w["kind"] == "kernel", "step"].to_numpy(np.int64), minlength=n)
@@ -319,8 +341,9 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     out["eager_kernels"] = pd.array(
         np.bincount(w.loc[is_k & ~w["in_graph"], "step"].to_numpy(np.int64), minlength=n)[:n],
         dtype="Int64")
-    for col, part in (("graph_gpu_ns", w[w["in_graph"]]), ("eager_gpu_ns", w[~w["in_graph"]])):
-        ub = union_busy(part[["step", "start_ns", "end_ns"]], ["step"]).set_index("step")
+    in_graph = w["in_graph"].to_numpy(dtype=bool)
+    for col, mask in (("graph_gpu_ns", in_graph), ("eager_gpu_ns", ~in_graph)):
+        ub = union_busy(w.loc[mask, ["step", "start_ns", "end_ns"]], ["step"]).set_index("step")
         out[col] = ub["busy_ns"].reindex(idx).fillna(0).astype("int64").to_numpy()
     out["graph_replays"] = np.bincount(replay_rows["step"].to_numpy(np.int64), minlength=n)[:n]
     u = union_busy(w[["step", "start_ns", "end_ns"]], ["step"])

@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
+from cgprof.metrics.intervals import join_unique
 
 #: Median gap between consecutive nodes of a replay (ns), H200 node-level traces.
 NODE_GAP_NS = 420
@@ -103,10 +104,10 @@ def host_launch_ns(calls: pd.DataFrame, call_steps: pd.DataFrame,
     """This host's eager launch cost h: p50 host time of kernel launch calls (outside capture)
     in ``steps``, else anywhere in the trace, else DEFAULT_HOST_LAUNCH_NS; and where it came
     from ("window steps", "whole trace" or "default")."""
-    kl = calls[(calls["family"] == L.KERNEL_LAUNCH) & ~calls["in_capture"]]
+    sel = ((calls["family"] == L.KERNEL_LAUNCH) & ~calls["in_capture"]).to_numpy(dtype=bool)
+    kl = calls[["pid", "corr_id", "dur_ns"]][sel]
     if len(kl):
-        mine = kl.merge(call_steps[call_steps["step"].isin(steps)], on=["pid", "corr_id"],
-                        how="inner")
+        mine = join_unique(kl, call_steps[call_steps["step"].isin(steps)])
         if len(mine):
             return float(np.median(mine["dur_ns"].to_numpy(np.float64))), "window steps"
         return float(np.median(kl["dur_ns"].to_numpy(np.float64))), "whole trace"
@@ -116,9 +117,9 @@ def host_launch_ns(calls: pd.DataFrame, call_steps: pd.DataFrame,
 def _pre_launch_ns(steps: pd.DataFrame, calls: pd.DataFrame,
                    call_steps: pd.DataFrame) -> np.ndarray:
     """Per step: host time from the step's start to its first launch call (0 when none)."""
-    la = calls[calls["family"].isin([L.KERNEL_LAUNCH, L.GRAPH_LAUNCH]) & ~calls["in_capture"]]
-    la = la[["pid", "corr_id", "start_ns"]].merge(call_steps, on=["pid", "corr_id"],
-                                                   how="inner")
+    sel = (calls["family"].isin([L.KERNEL_LAUNCH, L.GRAPH_LAUNCH])
+           & ~calls["in_capture"]).to_numpy(dtype=bool)
+    la = join_unique(calls[["pid", "corr_id", "start_ns"]][sel], call_steps)
     first = la.groupby("step")["start_ns"].min()
     f = first.reindex(steps["step"].to_numpy()).to_numpy(np.float64)
     pre = f - steps["start_ns"].to_numpy(np.float64)

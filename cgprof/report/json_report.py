@@ -16,6 +16,21 @@ from cgprof import __version__
 #: Version of the JSON document written by ``cgprof analyze --json`` (bump on breaking change).
 JSON_SCHEMA_VERSION = 1
 
+#: Gaps listed in ``gpu.gaps`` by default: the longest ones (``--all-gaps`` lists every gap).
+#: A 10M-kernel trace has ~10M gaps (a 2 GB document); the summaries (per device, by kind,
+#: histogram, per stream, per step) always cover every gap.
+GAP_LIST_LIMIT = 1000
+
+
+def longest_gaps(gaps: pd.DataFrame, limit: int | None = GAP_LIST_LIMIT) -> pd.DataFrame:
+    """The ``limit`` longest rows of a gap table (ties: the earlier row), in the table's own
+    order (device, start); every row when ``limit`` is None or the table is not longer."""
+    if limit is None or len(gaps) <= limit:
+        return gaps
+    dur = gaps["gap_ns"].to_numpy(dtype=np.int64, na_value=0)
+    keep = np.sort(np.argsort(-dur, kind="stable")[:limit])
+    return gaps.take(keep).reset_index(drop=True)
+
 
 def _scalar(v: Any) -> Any:
     if v is None or v is pd.NA or v is pd.NaT:
@@ -178,12 +193,15 @@ def _concat(arr: Any) -> str:
     return bytes(memoryview(data)[offsets[0]:offsets[-1]]).decode("utf-8")
 
 
-def result_to_dict(result: Any, _lazy: bool = False) -> dict[str, Any]:
+def result_to_dict(result: Any, _lazy: bool = False, all_gaps: bool = False) -> dict[str, Any]:
     """The document ``cgprof analyze --json`` writes for one trace, as plain Python objects.
 
+    ``gpu.gaps`` lists the GAP_LIST_LIMIT longest gaps (in time order), ``all_gaps`` every
+    one; ``gpu.gaps_total`` counts them all and ``gpu.gaps_limit`` says which (null: all).
     (``_lazy``: tables stay ``_Table`` objects for :func:`render`'s fast path.)
     """
     table: Any = _Table if _lazy else frame_records
+    limit = None if all_gaps else GAP_LIST_LIMIT
 
     g, r, s = result.gaps, result.replays, result.steps
     return {
@@ -211,7 +229,9 @@ def result_to_dict(result: Any, _lazy: bool = False) -> dict[str, Any]:
             "gap_histogram": table(g.histogram),
             "streams": table(g.streams),
             "min_gap_ns": g.min_gap_ns,
-            "gaps": table(g.gaps),
+            "gaps": table(longest_gaps(g.gaps, limit)),
+            "gaps_total": int(len(g.gaps)),
+            "gaps_limit": limit,
         },
         "replays": {
             "node_level": r.node_level,
@@ -231,17 +251,19 @@ def result_to_dict(result: Any, _lazy: bool = False) -> dict[str, Any]:
     }
 
 
-def render(results: list[Any]) -> str:
-    """One trace -> its document; several -> {"schema_version", "traces": [...]}."""
-    return "".join(render_chunks(results))
+def render(results: list[Any], all_gaps: bool = False) -> str:
+    """One trace -> its document; several -> {"schema_version", "traces": [...]}.
+
+    ``all_gaps``: list every GPU gap, not only the GAP_LIST_LIMIT longest."""
+    return "".join(render_chunks(results, all_gaps=all_gaps))
 
 
-def render_chunks(results: list[Any]) -> Iterator[str]:
+def render_chunks(results: list[Any], all_gaps: bool = False) -> Iterator[str]:
     """:func:`render`'s text in pieces, for writing a big document without holding it."""
 
     def one(r: Any) -> dict[str, Any]:  # a multi-rank run (RanksResult) has its own layout
-        return ranks_to_dict(r, _lazy=True) if hasattr(r, "cross") else result_to_dict(
-            r, _lazy=True)
+        return ranks_to_dict(r, _lazy=True, all_gaps=all_gaps) if hasattr(
+            r, "cross") else result_to_dict(r, _lazy=True, all_gaps=all_gaps)
 
     if len(results) == 1:
         doc: Any = one(results[0])
@@ -270,7 +292,7 @@ def _dump(doc: Any) -> Iterator[str]:
     yield "\n"
 
 
-def ranks_to_dict(rr: Any, _lazy: bool = False) -> dict[str, Any]:
+def ranks_to_dict(rr: Any, _lazy: bool = False, all_gaps: bool = False) -> dict[str, Any]:
     """The document for a multi-rank run (cgprof.ranks.RanksResult): the cross-rank tables
     under ``ranks`` and each shown rank's usual document under ``traces`` (with its ``rank``).
     Per-rank documents from many files carry no gap list (``gpu.gaps`` is empty)."""
@@ -278,7 +300,7 @@ def ranks_to_dict(rr: Any, _lazy: bool = False) -> dict[str, Any]:
     cr = rr.cross
     traces = []
     for r in rr.shown():
-        doc = result_to_dict(r.result, _lazy=_lazy)
+        doc = result_to_dict(r.result, _lazy=_lazy, all_gaps=all_gaps)
         doc["rank"] = {"rank": r.rank_id, "pid": r.pid, "devices": list(r.device_ids),
                        "path": r.path, "marker": r.marker, "collectives": table(r.collectives)}
         traces.append(doc)
