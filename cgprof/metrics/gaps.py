@@ -168,7 +168,7 @@ def _inner_gaps(g: pd.DataFrame, ops: pd.DataFrame, calls: pd.DataFrame) -> pd.D
 
     # The launch call of the operation after the gap, joined on (pid, correlationId).
     keys = pair_keys(nxt, calls)
-    if keys is not None and isinstance(calls["name"].dtype, pd.CategoricalDtype):
+    if keys is not None and len(calls) and isinstance(calls["name"].dtype, pd.CategoricalDtype):
         row = first_match(*keys)
         del keys
         known = row >= 0
