@@ -22,6 +22,9 @@ Each measurement runs in a fresh Python process, so its peak RSS is its own:
 child process, interpreter start and imports included); "process s" adds the measuring
 process's own start. Peak RSS is that process's own high-water mark (`VmHWM`; for commands,
 `ru_maxrss` of the command). The file is read once before measuring (warm page cache).
+With --repeat N the table keeps the best run and its note lists every run (a host whose runs
+spread wider than the gap between two rows cannot rank them); a cli_cached run that wrote a
+cache entry (a miss, or an entry it could not read and replaced) is flagged CACHE MISS.
 Targets (issue 10): 1M trace: first <= 3 s and <= 800 MB, cached <= 1.5 s; 10M trace
 (>= 5M kernels): first <= 30 s and <= 4 GB; --vs-nsys: nsys stats / first >= 3x, nsys stats /
 cached >= 5x. Also prints `python -X importtime` of the analyze path. Prints a table,
@@ -161,6 +164,7 @@ def measure(mode: str, path: Path, workdir: Path) -> dict[str, Any]:
     if mode == "cli_cached" and not cache.is_dir():  # fill it outside the measurement
         measure("cli_first", path, workdir)
     env["CGPROF_CACHE"] = str(cache)
+    before = _entries(cache)
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, __file__, "--child", mode, str(path), str(out)],
@@ -174,7 +178,22 @@ def measure(mode: str, path: Path, workdir: Path) -> dict[str, Any]:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         res = {"mode": mode, "error": f"measurement process failed: {tail}"}
     res["process_s"] = process_s
+    if mode == "cli_cached" and _entries(cache) != before:
+        # the run wrote an entry: it did not read the cache (a miss, or an entry it could not
+        # read and replaced), so it measured a first analysis, not a cached one
+        res["cache_miss"] = True
     return res
+
+
+def _entries(cache: Path) -> dict[str, int]:
+    """Each cache entry's manifest and its mtime: a run that (re)writes an entry changes it."""
+    out = {}
+    for m in cache.glob("*/manifest.json"):
+        try:
+            out[str(m)] = m.stat().st_mtime_ns
+        except OSError:
+            pass
+    return out
 
 
 def _count_rows(path: Path) -> dict[str, int]:
@@ -206,6 +225,9 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     best = dict(min(ok, key=lambda r: r["work_s"]) if ok else runs[-1])
     best["rss_mb"] = max(r.get("rss_mb", 0.0) for r in runs)
     best["runs"] = len(runs)
+    best["runs_s"] = [round(r["work_s"], 3) for r in ok]
+    if any(r.get("cache_miss") for r in runs):
+        best["cache_miss"] = sum(bool(r.get("cache_miss")) for r in runs)
     return best
 
 
@@ -248,6 +270,10 @@ def report(trace: dict[str, Any], results: dict[str, dict[str, Any]],
         note = r.get("error") or ""
         if "rows" in r:
             note = "rows " + " + ".join(f"{n:,}" for n in r["rows"])
+        elif len(r.get("runs_s") or ()) > 1:  # the spread: best-of-N hides a noisy host
+            note = "runs " + " ".join(f"{v:.2f}" for v in r["runs_s"])
+        if r.get("cache_miss"):
+            note += f" CACHE MISS in {r['cache_miss']} run(s): timed a first analysis"
         work, proc, rss = r.get("work_s"), r.get("process_s"), r.get("rss_mb")
         lines.append(
             f"{LABELS[mode]:<42} {_fmt(work, '8.2f')} {_fmt(proc, '10.2f')} {_fmt(rss, '12.0f')}"
