@@ -13,7 +13,11 @@ from xml.etree import ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
-from test_check import _cli, _error
+from test_check import (
+    _cli,
+    _error,
+    _no_project_config,  # noqa: F401  (autouse: runs from an empty folder)
+)
 
 import cgprof
 from cgprof import check as C
@@ -26,14 +30,6 @@ GRAPH = TRACES / "ddp_mlp_train_graph.sqlite"
 SINGLE = TRACES / "mlp_train_graph.sqlite"
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(autouse=True)
-def _no_project_config(tmp_path, monkeypatch):
-    """Run every test from an empty folder: no pyproject.toml above it is picked up."""
-    work = tmp_path / "cwd"
-    work.mkdir()
-    monkeypatch.chdir(work)
 
 
 @pytest.fixture(scope="module")
