@@ -400,3 +400,21 @@ def test_folder_of_real_traces_agrees_with_nsys(tmp_path):
         for x in rows:
             assert total[(name, x["Name"])] == int(x["Total Time (ns)"]), (name, x["Name"])
     assert list(run.cross.per_rank["kernels"]) == [r.result.info["kernels"] for r in run.ranks]
+
+
+def test_diff_one_rank_of_a_folder_against_a_trace(tmp_path, two):
+    """`diff --rank 1` of a folder of per-rank files (compact results, re-read for the
+    timeline) against the two-process trace: the same rank on both sides, so no change."""
+    folder = split_files(tmp_path)
+    page = tmp_path / "r1.html"
+    res = CliRunner().invoke(main, ["diff", str(folder), str(two), "--rank", "1", "--jobs", "1",
+                                    "--json", "-", "-o", str(page)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)  # stdout holds only the JSON; "wrote ..." went to stderr
+    assert res.stderr == f"wrote {page}\n"
+    assert doc["labels"] == ["baseline rank 1", "candidate rank 1"]
+    alone = cgprof.analyze(sub_trace(cgprof.load(two), 100))  # markers: rank 1 is pid 100
+    p50 = float(np.median(alone.steps.steps["effective_ns"]))
+    base, cand = doc["baseline"]["headline"], doc["candidate"]["headline"]
+    assert base["step_p50_ns"] == cand["step_p50_ns"] == p50 and doc["speedup"] == 1.0
+    assert page.read_text().startswith("<!DOCTYPE html>")
