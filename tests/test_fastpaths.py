@@ -51,6 +51,24 @@ def test_busy_segments_equal_groupby_aggregation():
     assert fast["busy_ns"].tolist() == [150, 190, 10, 30]  # (0,7) (0,8) (1,7) (1,9)
 
 
+def test_union_busy_numpy_equals_group_gaps_then_busy_from_gaps():
+    rng = np.random.default_rng(3)
+    start = rng.integers(0, 2000, 500)
+    big = pd.DataFrame({
+        "device_id": rng.integers(0, 3, 500), "stream_id": rng.integers(0, 4, 500),
+        "start_ns": start, "end_ns": start + rng.integers(0, 50, 500)})
+    for ops in (_ops(), big, big.sort_values(["device_id", "stream_id", "start_ns", "end_ns"]),
+                big.head(1)):
+        for keys in (["device_id"], ["device_id", "stream_id"]):
+            fast = iv._union_busy_numpy(ops, keys)
+            slow = iv.busy_from_gaps(iv.group_gaps(ops[keys + ["start_ns", "end_ns"]], keys),
+                                     keys)
+            pdt.assert_frame_equal(fast, slow)
+            pdt.assert_frame_equal(iv.union_busy(ops, keys), slow)
+    assert iv._union_busy_numpy(_ops().astype({"device_id": "Int64"}), ["device_id"]) is None
+    assert iv._union_busy_numpy(_ops().head(0), ["device_id"]) is None
+
+
 def test_first_match_is_drop_duplicates_then_merge():
     left = pd.DataFrame({"pid": np.array([5, 5, 9, 5, 9], dtype=np.int64),
                          "corr_id": np.array([1, 2, 1, 7, 3], dtype=np.int64)})
