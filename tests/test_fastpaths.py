@@ -69,6 +69,22 @@ def test_union_busy_numpy_equals_group_gaps_then_busy_from_gaps():
     assert iv._union_busy_numpy(_ops().head(0), ["device_id"]) is None
 
 
+def test_pairs_distinct_is_no_duplicated_pair():
+    rng = np.random.default_rng(5)
+    for pids, corr_hi in ((1, 2000), (3, 700), (2, 10**9)):
+        df = pd.DataFrame({"pid": rng.integers(100, 100 + pids, 600),
+                           "corr_id": rng.integers(0, corr_hi, 600)})
+        uniq = df.drop_duplicates(["pid", "corr_id"])
+        for d in (df, uniq):
+            if iv.pairs_distinct(d):  # True must mean distinct (False only means unknown)
+                assert not d.duplicated(["pid", "corr_id"]).any()
+        if corr_hi < 10**9:
+            assert iv.pairs_distinct(uniq) and not iv.pairs_distinct(df)
+    assert not iv.pairs_distinct(pd.DataFrame({"pid": [1, 1], "corr_id": [5, 5]}))
+    assert iv.pairs_distinct(pd.DataFrame({"pid": [1, 2], "corr_id": [5, 5]}))
+    assert not iv.pairs_distinct(pd.DataFrame({"pid": [1, 2], "corr_id": [5, 5]}, dtype="Int64"))
+
+
 def test_first_match_is_drop_duplicates_then_merge():
     left = pd.DataFrame({"pid": np.array([5, 5, 9, 5, 9], dtype=np.int64),
                          "corr_id": np.array([1, 2, 1, 7, 3], dtype=np.int64)})

@@ -319,6 +319,33 @@ def pair_keys(left: pd.DataFrame, right: pd.DataFrame,
     return lk, rk
 
 
+def pairs_distinct(df: pd.DataFrame, cols: tuple[str, str] = ("pid", "corr_id")) -> bool:
+    """True when no (pid, corr_id) pair repeats in ``df`` (then ``df.drop_duplicates(cols)`` is
+    ``df`` and ``df.duplicated(cols)`` is all False): one write into a lookup table indexed by
+    ``code(pid) * width + corr_id - min``, O(n) with no hash or sort. False when that does not
+    apply (not plain int64, or the keys span far more than their count), meaning "unknown":
+    callers then take the pandas path."""
+    n = len(df)
+    if n < 2:
+        return True
+    a, b = cols
+    if df[a].dtype != np.int64 or df[b].dtype != np.int64:
+        return False
+    pid, corr = df[a].to_numpy(), df[b].to_numpy()
+    pids = np.sort(pd.unique(pid))
+    lo = int(corr.min())
+    width = int(corr.max()) - lo + 1
+    if len(pids) * width >= max(4 * n, 1 << 16):
+        return False
+    key = corr - lo
+    if len(pids) > 1:
+        key = key + np.searchsorted(pids, pid).astype(np.int64) * width
+    pos = np.arange(n, dtype=np.int64)
+    table = np.full(len(pids) * width, -1, dtype=np.int64)
+    table[key] = pos
+    return bool((table[key] == pos).all())
+
+
 def first_match(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarray:
     """For each left key, the position of the first right row with that key, or -1 (the rows
     ``right.drop_duplicates(key)`` keeps, joined as a left/inner merge would)."""
