@@ -101,6 +101,26 @@ def test_first_match_is_drop_duplicates_then_merge():
     assert iv.pair_keys(left.assign(corr_id=left["corr_id"] + 2**32), right) is None
 
 
+def test_pair_keys_single_pid_equal_the_coded_keys():
+    def coded(left, right):  # the general path: pids coded over both frames, << 32 | corr_id
+        pids = np.sort(pd.unique(np.concatenate([left["pid"], right["pid"]])))
+        return tuple(np.searchsorted(pids, d["pid"]).astype(np.int64) << 32 | d["corr_id"]
+                     .to_numpy() for d in (left, right))
+
+    a = pd.DataFrame({"pid": np.full(4, 7, dtype=np.int64),
+                      "corr_id": np.array([3, 1, 3, 9], dtype=np.int64)})
+    b = pd.DataFrame({"pid": np.full(3, 7, dtype=np.int64),
+                      "corr_id": np.array([9, 2, 3], dtype=np.int64)})
+    for left, right in ((a, b), (a, b.head(0)), (a.head(0), b.head(0)),
+                        (a, b.assign(pid=np.int64(8))), (a.assign(pid=[7, 7, 8, 7]), b)):
+        got, want = iv.pair_keys(left, right), coded(left, right)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == np.int64 and g.tolist() == w.tolist()
+    lk, _ = iv.pair_keys(a, b)
+    lk[0] = -1  # keys are new arrays: callers may write into them
+    assert a["corr_id"].iloc[0] == 3
+
+
 def test_arrow_json_writer_gives_pandas_bytes(monkeypatch):
     df = pd.DataFrame({
         "n": np.array([0, -3, 2**62, 7, 1], dtype=np.int64),

@@ -313,9 +313,15 @@ def pair_keys(left: pd.DataFrame, right: pd.DataFrame,
     corr = [x[1] for x in arrs]
     if any(len(c) and (c.min() < 0 or c.max() >= 2**32) for c in corr):
         return None
+    pid = [x[0] for x in arrs]
+    lo_hi = [(int(p.min()), int(p.max())) for p in pid if len(p)]
+    if len({v for pair in lo_hi for v in pair}) <= 1:
+        # One process (or none): every pid codes to 0, so each key is its correlation id
+        # (no concatenation, hash or searchsorted of every row).
+        return corr[0].astype(np.int64, copy=True), corr[1].astype(np.int64, copy=True)
     # the distinct pids (a handful) by hashing, then sorted: not a sort of every row
-    pids = np.sort(pd.unique(np.concatenate([arrs[0][0], arrs[1][0]])))
-    lk, rk = (np.searchsorted(pids, p).astype(np.int64) << 32 | c for p, c in arrs)
+    pids = np.sort(pd.unique(np.concatenate(pid)))
+    lk, rk = (np.searchsorted(pids, p).astype(np.int64, copy=False) << 32 | c for p, c in arrs)
     return lk, rk
 
 
