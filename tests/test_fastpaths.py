@@ -265,3 +265,26 @@ def test_gpu_ops_by_columns_equal_the_concat(traces_dir, name):
                (s, "memset", s["graph_node_id"].notna(), False), (g, "graph", True, False)]
     want = G._gpu_ops_concat([src for src in sources if len(src[0])])
     pdt.assert_frame_equal(G.gpu_ops(tr), want)
+
+
+@pytest.mark.parametrize("name", ["mlp_train_graph", "resnet18_train_eager", "user_train_graph"])
+def test_step_keys_by_lookup_table_equal_the_unique_path(traces_dir, monkeypatch, name):
+    """_measure's lookup-table match of ops to their launch calls (distinct call keys) gives
+    exactly the np.unique + searchsorted path it skips."""
+    import cgprof
+    from cgprof.metrics import steps as St
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+
+    trace = cgprof.load(traces_dir / f"{name}.sqlite")
+    ops, calls = gpu_ops(trace), api_calls(trace)
+    used = []
+    dense = St._first_match_dense
+    monkeypatch.setattr(St, "_first_match_dense",
+                        lambda a, b: used.append(dense(a, b) is not None) or dense(a, b))
+    fast = St.compute_steps(trace, calls, ops)
+    monkeypatch.setattr(St, "_first_match_dense", lambda a, b: None)
+    slow = St.compute_steps(trace, calls, ops)
+    assert used == [name != "resnet18_train_eager"]  # there a call key repeats: np.unique
+    pdt.assert_frame_equal(fast.steps, slow.steps)
+    pdt.assert_frame_equal(fast.call_steps, slow.call_steps)
