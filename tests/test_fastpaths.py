@@ -51,6 +51,40 @@ def test_busy_segments_equal_groupby_aggregation():
     assert fast["busy_ns"].tolist() == [150, 190, 10, 30]  # (0,7) (0,8) (1,7) (1,9)
 
 
+def test_union_busy_numpy_equals_group_gaps_then_busy_from_gaps():
+    rng = np.random.default_rng(3)
+    start = rng.integers(0, 2000, 500)
+    big = pd.DataFrame({
+        "device_id": rng.integers(0, 3, 500), "stream_id": rng.integers(0, 4, 500),
+        "start_ns": start, "end_ns": start + rng.integers(0, 50, 500)})
+    for ops in (_ops(), big, big.sort_values(["device_id", "stream_id", "start_ns", "end_ns"]),
+                big.head(1)):
+        for keys in (["device_id"], ["device_id", "stream_id"]):
+            fast = iv._union_busy_numpy(ops, keys)
+            slow = iv.busy_from_gaps(iv.group_gaps(ops[keys + ["start_ns", "end_ns"]], keys),
+                                     keys)
+            pdt.assert_frame_equal(fast, slow)
+            pdt.assert_frame_equal(iv.union_busy(ops, keys), slow)
+    assert iv._union_busy_numpy(_ops().astype({"device_id": "Int64"}), ["device_id"]) is None
+    assert iv._union_busy_numpy(_ops().head(0), ["device_id"]) is None
+
+
+def test_pairs_distinct_is_no_duplicated_pair():
+    rng = np.random.default_rng(5)
+    for pids, corr_hi in ((1, 2000), (3, 700), (2, 10**9)):
+        df = pd.DataFrame({"pid": rng.integers(100, 100 + pids, 600),
+                           "corr_id": rng.integers(0, corr_hi, 600)})
+        uniq = df.drop_duplicates(["pid", "corr_id"])
+        for d in (df, uniq):
+            if iv.pairs_distinct(d):  # True must mean distinct (False only means unknown)
+                assert not d.duplicated(["pid", "corr_id"]).any()
+        if corr_hi < 10**9:
+            assert iv.pairs_distinct(uniq) and not iv.pairs_distinct(df)
+    assert not iv.pairs_distinct(pd.DataFrame({"pid": [1, 1], "corr_id": [5, 5]}))
+    assert iv.pairs_distinct(pd.DataFrame({"pid": [1, 2], "corr_id": [5, 5]}))
+    assert not iv.pairs_distinct(pd.DataFrame({"pid": [1, 2], "corr_id": [5, 5]}, dtype="Int64"))
+
+
 def test_first_match_is_drop_duplicates_then_merge():
     left = pd.DataFrame({"pid": np.array([5, 5, 9, 5, 9], dtype=np.int64),
                          "corr_id": np.array([1, 2, 1, 7, 3], dtype=np.int64)})
@@ -65,6 +99,26 @@ def test_first_match_is_drop_duplicates_then_merge():
     got = np.where(row >= 0, right["v"].to_numpy()[np.maximum(row, 0)], -1)
     assert got.tolist() == merged["v"].fillna(-1).astype(int).tolist()
     assert iv.pair_keys(left.assign(corr_id=left["corr_id"] + 2**32), right) is None
+
+
+def test_pair_keys_single_pid_equal_the_coded_keys():
+    def coded(left, right):  # the general path: pids coded over both frames, << 32 | corr_id
+        pids = np.sort(pd.unique(np.concatenate([left["pid"], right["pid"]])))
+        return tuple(np.searchsorted(pids, d["pid"]).astype(np.int64) << 32 | d["corr_id"]
+                     .to_numpy() for d in (left, right))
+
+    a = pd.DataFrame({"pid": np.full(4, 7, dtype=np.int64),
+                      "corr_id": np.array([3, 1, 3, 9], dtype=np.int64)})
+    b = pd.DataFrame({"pid": np.full(3, 7, dtype=np.int64),
+                      "corr_id": np.array([9, 2, 3], dtype=np.int64)})
+    for left, right in ((a, b), (a, b.head(0)), (a.head(0), b.head(0)),
+                        (a, b.assign(pid=np.int64(8))), (a.assign(pid=[7, 7, 8, 7]), b)):
+        got, want = iv.pair_keys(left, right), coded(left, right)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == np.int64 and g.tolist() == w.tolist()
+    lk, _ = iv.pair_keys(a, b)
+    lk[0] = -1  # keys are new arrays: callers may write into them
+    assert a["corr_id"].iloc[0] == 3
 
 
 def test_arrow_json_writer_gives_pandas_bytes(monkeypatch):
@@ -211,3 +265,26 @@ def test_gpu_ops_by_columns_equal_the_concat(traces_dir, name):
                (s, "memset", s["graph_node_id"].notna(), False), (g, "graph", True, False)]
     want = G._gpu_ops_concat([src for src in sources if len(src[0])])
     pdt.assert_frame_equal(G.gpu_ops(tr), want)
+
+
+@pytest.mark.parametrize("name", ["mlp_train_graph", "resnet18_train_eager", "user_train_graph"])
+def test_step_keys_by_lookup_table_equal_the_unique_path(traces_dir, monkeypatch, name):
+    """_measure's lookup-table match of ops to their launch calls (distinct call keys) gives
+    exactly the np.unique + searchsorted path it skips."""
+    import cgprof
+    from cgprof.metrics import steps as St
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+
+    trace = cgprof.load(traces_dir / f"{name}.sqlite")
+    ops, calls = gpu_ops(trace), api_calls(trace)
+    used = []
+    dense = St._first_match_dense
+    monkeypatch.setattr(St, "_first_match_dense",
+                        lambda a, b: used.append(dense(a, b) is not None) or dense(a, b))
+    fast = St.compute_steps(trace, calls, ops)
+    monkeypatch.setattr(St, "_first_match_dense", lambda a, b: None)
+    slow = St.compute_steps(trace, calls, ops)
+    assert used == [name != "resnet18_train_eager"]  # there a call key repeats: np.unique
+    pdt.assert_frame_equal(fast.steps, slow.steps)
+    pdt.assert_frame_equal(fast.call_steps, slow.call_steps)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import join_unique
+from cgprof.metrics.intervals import join_unique, pairs_distinct
 
 EAGER_TOP_COLUMNS = ["name", "kernels", "gpu_ns", "launch_api", "launch_host_ns"]
 
@@ -131,7 +131,8 @@ def _eager_top(ws, kernels, calls, call_steps) -> tuple[pd.DataFrame, pd.Series]
     sel = ((calls["family"] == L.KERNEL_LAUNCH) & ~calls["in_capture"]).to_numpy(dtype=bool)
     launch = calls[["pid", "corr_id", "name", "dur_ns"]]
     launch = launch if sel.all() else launch[sel]
-    launch = launch.drop_duplicates(["pid", "corr_id"])
+    if not pairs_distinct(launch):
+        launch = launch.drop_duplicates(["pid", "corr_id"])
     launch = join_unique(launch, call_steps[["pid", "corr_id", "step"]])
     launch = launch[launch["step"].isin(steps)]
     host = launch.groupby("step")["dur_ns"].sum().reindex(steps).fillna(0)
@@ -146,7 +147,8 @@ def _eager_top(ws, kernels, calls, call_steps) -> tuple[pd.DataFrame, pd.Series]
         return _empty_top(), host
     # One launch call can start several kernels (rare for eager launches): charge its host
     # time once, to the first kernel.
-    first = ~k.duplicated(["pid", "corr_id"])
+    first = (np.ones(len(k), dtype=bool) if pairs_distinct(k)
+             else ~k.duplicated(["pid", "corr_id"]).to_numpy())
     k = k.assign(api_ns=np.where(first, k["api_ns"], 0))
     # Group on the categorical names (strings only for the groups, not for every row).
     agg = k.groupby("name", observed=True, sort=False).agg(

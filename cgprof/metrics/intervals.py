@@ -161,7 +161,56 @@ def union_busy(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     Columns: keys..., ops, first_start_ns, last_end_ns, span_ns, busy_ns, gaps_ns (sum of
     gaps between the group's rows), max_gap_ns, gap_count.
     """
+    fast = _union_busy_numpy(df, keys)
+    if fast is not None:
+        return fast
     return busy_from_gaps(group_gaps(df[keys + ["start_ns", "end_ns"]], keys), keys)
+
+
+def _union_busy_numpy(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
+    """:func:`union_busy` on the columns as numpy arrays: one ``np.lexsort`` (skipped when the
+    rows are in order) and the gap sweep of :func:`group_gaps` without its frame or ``prev_idx``.
+    None (take the frame path) when empty or a key or the times are not plain numpy integers.
+    Rows tied on every sort column are interchangeable here, so any tie order gives the same
+    result as the stable sort."""
+    if df.empty:
+        return None
+    cols = keys + ["start_ns", "end_ns"]
+    for c in cols:
+        if not isinstance(df[c].dtype, np.dtype) or df[c].dtype.kind not in "iu":
+            return None
+    if df["start_ns"].dtype != np.int64 or df["end_ns"].dtype != np.int64:
+        return None
+    arrays = [df[c].to_numpy() for c in cols]
+    if not is_sorted(df, cols):
+        order = np.lexsort(arrays[::-1])
+        arrays = [a[order] for a in arrays]
+        del order
+    *karr, start, end = arrays
+    n = len(start)
+    first = np.zeros(n, dtype=bool)
+    first[0] = True
+    for a in karr:
+        first[1:] |= a[1:] != a[:-1]
+    runmax = _segment_cummax(end, first)
+    gap = np.empty(n, dtype=np.int64)
+    np.subtract(start[1:], runmax[:-1], out=gap[1:])
+    del runmax
+    np.maximum(gap, 0, out=gap)
+    gap[first] = 0
+    at = np.flatnonzero(first)
+    agg = {k: a[at] for k, a in zip(keys, karr, strict=True)}
+    agg["ops"] = np.diff(np.append(at, n)).astype(np.int64)
+    agg["first_start_ns"] = np.minimum.reduceat(start, at)
+    agg["last_end_ns"] = np.maximum.reduceat(end, at)
+    agg["span_ns"] = agg["last_end_ns"] - agg["first_start_ns"]
+    agg["gaps_ns"] = np.add.reduceat(gap, at)
+    agg["busy_ns"] = agg["span_ns"] - agg["gaps_ns"]
+    agg["max_gap_ns"] = np.maximum.reduceat(gap, at)
+    agg["gap_count"] = np.add.reduceat((gap > 0).astype(np.int64), at)
+    return pd.DataFrame({c: agg[c] for c in keys + ["ops", "first_start_ns", "last_end_ns",
+                                                      "span_ns", "busy_ns", "gaps_ns",
+                                                      "max_gap_ns", "gap_count"]})
 
 
 def busy_from_gaps(g: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -264,10 +313,43 @@ def pair_keys(left: pd.DataFrame, right: pd.DataFrame,
     corr = [x[1] for x in arrs]
     if any(len(c) and (c.min() < 0 or c.max() >= 2**32) for c in corr):
         return None
+    pid = [x[0] for x in arrs]
+    lo_hi = [(int(p.min()), int(p.max())) for p in pid if len(p)]
+    if len({v for pair in lo_hi for v in pair}) <= 1:
+        # One process (or none): every pid codes to 0, so each key is its correlation id
+        # (no concatenation, hash or searchsorted of every row).
+        return corr[0].astype(np.int64, copy=True), corr[1].astype(np.int64, copy=True)
     # the distinct pids (a handful) by hashing, then sorted: not a sort of every row
-    pids = np.sort(pd.unique(np.concatenate([arrs[0][0], arrs[1][0]])))
-    lk, rk = (np.searchsorted(pids, p).astype(np.int64) << 32 | c for p, c in arrs)
+    pids = np.sort(pd.unique(np.concatenate(pid)))
+    lk, rk = (np.searchsorted(pids, p).astype(np.int64, copy=False) << 32 | c for p, c in arrs)
     return lk, rk
+
+
+def pairs_distinct(df: pd.DataFrame, cols: tuple[str, str] = ("pid", "corr_id")) -> bool:
+    """True when no (pid, corr_id) pair repeats in ``df`` (then ``df.drop_duplicates(cols)`` is
+    ``df`` and ``df.duplicated(cols)`` is all False): one write into a lookup table indexed by
+    ``code(pid) * width + corr_id - min``, O(n) with no hash or sort. False when that does not
+    apply (not plain int64, or the keys span far more than their count), meaning "unknown":
+    callers then take the pandas path."""
+    n = len(df)
+    if n < 2:
+        return True
+    a, b = cols
+    if df[a].dtype != np.int64 or df[b].dtype != np.int64:
+        return False
+    pid, corr = df[a].to_numpy(), df[b].to_numpy()
+    pids = np.sort(pd.unique(pid))
+    lo = int(corr.min())
+    width = int(corr.max()) - lo + 1
+    if len(pids) * width >= max(4 * n, 1 << 16):
+        return False
+    key = corr - lo
+    if len(pids) > 1:
+        key = key + np.searchsorted(pids, pid).astype(np.int64) * width
+    pos = np.arange(n, dtype=np.int64)
+    table = np.full(len(pids) * width, -1, dtype=np.int64)
+    table[key] = pos
+    return bool((table[key] == pos).all())
 
 
 def first_match(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarray:

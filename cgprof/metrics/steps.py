@@ -24,7 +24,7 @@ import pandas as pd
 from cgprof import schema as S
 from cgprof.errors import AnalysisError
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import assign_to_ranges, pair_keys, union_busy
+from cgprof.metrics.intervals import _first_match_dense, assign_to_ranges, pair_keys, union_busy
 from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
     DEFAULT_STEP,
     StepChoice,
@@ -304,7 +304,16 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     # Only the op columns used below (a 10M-row copy of every column is GBs).
     ops = ops[["start_ns", "end_ns", "pid", "corr_id", "kind", "in_graph"]]
     pair = None if whole else pair_keys(ops, c)
-    if pair is not None:
+    row = None
+    if pair is not None and len(pair[1]):
+        # Distinct call keys spanning about their count (one process): every call is its
+        # key's first, and each op's row comes from a lookup table (None otherwise).
+        row = _first_match_dense(pair[0], pair[1])
+    if row is not None:
+        keep = np.arange(len(c), dtype=np.int64)
+        key = c[["pid", "corr_id", "step"]].take(keep)
+        del keep
+    elif pair is not None:
         # The first call of each (pid, corr_id), in call order (drop_duplicates), and each
         # op's row among those, from one np.unique of the int64 keys.
         uniq, first = np.unique(pair[1], return_index=True)
@@ -316,15 +325,17 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     if whole:
         w = ops.assign(step=0)
     elif pair is not None:
-        if len(uniq):
-            pos = np.searchsorted(uniq, pair[0])
-            pos[pos == len(uniq)] = 0
-            found = uniq[pos] == pair[0]
-            row = np.where(found, np.searchsorted(keep, first[pos]), -1)
-        else:
-            pos = found = None
-            row = np.full(len(pair[0]), -1, dtype=np.int64)
-        del pair, pos, found, uniq, first, keep
+        if row is None:
+            if len(uniq):
+                pos = np.searchsorted(uniq, pair[0])
+                pos[pos == len(uniq)] = 0
+                found = uniq[pos] == pair[0]
+                row = np.where(found, np.searchsorted(keep, first[pos]), -1)
+            else:
+                pos = found = None
+                row = np.full(len(pair[0]), -1, dtype=np.int64)
+            del pos, found, uniq, first, keep
+        del pair
         hit = row >= 0
         w = ops[hit].reset_index(drop=True)
         w["step"] = key["step"].to_numpy()[row[hit]]
