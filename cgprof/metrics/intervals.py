@@ -155,6 +155,11 @@ def _take_labels(
     return pd.arrays.IntegerArray(vals, ~valid)
 
 
+#: The columns of a busy table after its keys (:func:`union_busy`, :func:`busy_from_gaps`).
+BUSY_COLUMNS = ["ops", "first_start_ns", "last_end_ns", "span_ns", "busy_ns", "gaps_ns",
+                "max_gap_ns", "gap_count"]
+
+
 def union_busy(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per group: first start, last end, span and busy time (length of the union of rows).
 
@@ -198,25 +203,12 @@ def _union_busy_numpy(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
     del runmax
     np.maximum(gap, 0, out=gap)
     gap[first] = 0
-    at = np.flatnonzero(first)
-    agg = {k: a[at] for k, a in zip(keys, karr, strict=True)}
-    agg["ops"] = np.diff(np.append(at, n)).astype(np.int64)
-    agg["first_start_ns"] = np.minimum.reduceat(start, at)
-    agg["last_end_ns"] = np.maximum.reduceat(end, at)
-    agg["span_ns"] = agg["last_end_ns"] - agg["first_start_ns"]
-    agg["gaps_ns"] = np.add.reduceat(gap, at)
-    agg["busy_ns"] = agg["span_ns"] - agg["gaps_ns"]
-    agg["max_gap_ns"] = np.maximum.reduceat(gap, at)
-    agg["gap_count"] = np.add.reduceat((gap > 0).astype(np.int64), at)
-    return pd.DataFrame({c: agg[c] for c in keys + ["ops", "first_start_ns", "last_end_ns",
-                                                      "span_ns", "busy_ns", "gaps_ns",
-                                                      "max_gap_ns", "gap_count"]})
+    return _segment_busy(keys, karr, start, end, gap, first, BUSY_COLUMNS)
 
 
 def busy_from_gaps(g: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """:func:`union_busy` of rows whose gaps :func:`group_gaps` already found (``g``)."""
-    cols = ["ops", "first_start_ns", "last_end_ns", "span_ns", "busy_ns", "gaps_ns",
-            "max_gap_ns", "gap_count"]
+    cols = BUSY_COLUMNS
     if g.empty:
         return pd.DataFrame({**{k: pd.Series(dtype="int64") for k in keys},
                              **{c: pd.Series(dtype="int64") for c in cols}})
@@ -240,12 +232,17 @@ def busy_from_gaps(g: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def _busy_segments(g: pd.DataFrame, keys: list[str], first: np.ndarray,
                    cols: list[str]) -> pd.DataFrame:
     """:func:`busy_from_gaps` over rows sorted by integer keys: one reduceat per column."""
+    return _segment_busy(keys, [g[k].to_numpy() for k in keys], g["start_ns"].to_numpy(),
+                         g["end_ns"].to_numpy(), g["gap_ns"].to_numpy(), first, cols)
+
+
+def _segment_busy(keys: list[str], karr: list[np.ndarray], start: np.ndarray, end: np.ndarray,
+                  gap: np.ndarray, first: np.ndarray, cols: list[str]) -> pd.DataFrame:
+    """The busy table of rows sorted into groups (``first`` marks each group's first row),
+    given each row's gap to the union of the rows before it: one reduceat per column."""
     at = np.flatnonzero(first)
-    start = g["start_ns"].to_numpy()
-    end = g["end_ns"].to_numpy()
-    gap = g["gap_ns"].to_numpy()
-    agg = {k: g[k].to_numpy()[at] for k in keys}
-    agg["ops"] = np.diff(np.append(at, len(g))).astype(np.int64)
+    agg = {k: a[at] for k, a in zip(keys, karr, strict=True)}
+    agg["ops"] = np.diff(np.append(at, len(start))).astype(np.int64)
     agg["first_start_ns"] = np.minimum.reduceat(start, at)
     agg["last_end_ns"] = np.maximum.reduceat(end, at)
     agg["span_ns"] = agg["last_end_ns"] - agg["first_start_ns"]
@@ -346,10 +343,7 @@ def pairs_distinct(df: pd.DataFrame, cols: tuple[str, str] = ("pid", "corr_id"))
     key = corr - lo
     if len(pids) > 1:
         key = key + np.searchsorted(pids, pid).astype(np.int64) * width
-    pos = np.arange(n, dtype=np.int64)
-    table = np.full(len(pids) * width, -1, dtype=np.int64)
-    table[key] = pos
-    return bool((table[key] == pos).all())
+    return _distinct_table(key) is not None
 
 
 def first_match(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarray:
@@ -371,23 +365,34 @@ def _first_match_dense(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarra
     distinct and span a range not much wider than their count (one process: the keys are its
     correlation ids). O(n), where the sort of ``np.unique`` and a ``searchsorted`` of every
     left key cost ~0.1 s per million rows. None when it does not apply."""
-    lo, hi = int(right_key.min()), int(right_key.max())
-    n = len(right_key)
-    if hi - lo >= max(4 * n, 1 << 16):
+    dense = _distinct_table(right_key)
+    if dense is None:  # sparse, or a key repeats: first occurrences need the sort
         return None
-    pos = np.arange(n, dtype=np.int64)
-    table = np.full(hi - lo + 1, -1, dtype=np.int64)
-    rk = right_key - lo
-    table[rk] = pos
-    if not (table[rk] == pos).all():  # a key repeats: first occurrences need the sort
-        return None
+    table, lo = dense
     lk = left_key - lo
-    inside = (lk >= 0) & (lk <= hi - lo)
+    inside = (lk >= 0) & (lk < len(table))
     if inside.all():
         return table[lk]
     out = np.full(len(left_key), -1, dtype=np.int64)
     out[inside] = table[lk[inside]]
     return out
+
+
+def _distinct_table(key: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """A lookup table of int64 keys: ``table[k - lo]`` is the position of key ``k`` (-1 where
+    none), and ``lo``; None when the keys span far more than their count (the table would be
+    mostly empty) or one repeats. One write and one read of the table, no hash or sort."""
+    n = len(key)
+    lo, hi = int(key.min()), int(key.max())
+    if hi - lo >= max(4 * n, 1 << 16):
+        return None
+    pos = np.arange(n, dtype=np.int64)
+    table = np.full(hi - lo + 1, -1, dtype=np.int64)
+    k = key - lo
+    table[k] = pos
+    if not (table[k] == pos).all():
+        return None
+    return table, lo
 
 
 def join_unique(left: pd.DataFrame, right: pd.DataFrame) -> pd.DataFrame:
