@@ -51,7 +51,6 @@ __all__ = [
     "evaluate_run",
     "figures",
     "load_config",
-    "load_figures",
     "load_run",
     "run_baseline_document",
     "parse_rule",
@@ -263,18 +262,6 @@ def _is_json(path: Path) -> bool:
     return head.startswith(b"{")
 
 
-def load_figures(path: str | Path, step: str | None = None, skip: int = 0
-                 ) -> tuple[dict[str, float | None], Any]:
-    """Figures of a trace or a JSON document; also the AnalysisResult (None for JSON)."""
-    path = Path(path)
-    if path.is_file() and _is_json(path):
-        return figures(_load_json(path)), None
-    from cgprof.metrics import analyze
-
-    result = analyze(path, step=step, skip=skip)
-    return figures(result), result
-
-
 @dataclass
 class RunFigures:
     """The figures of one run, per rank: ``ranks`` maps rank id -> figures. ``multi`` is False
@@ -290,13 +277,13 @@ class RunFigures:
         """Only rank ``rank`` (all when None); a rank the input does not hold is an error."""
         if rank is None:
             return self
+        from cgprof.ranks import missing_rank
+
+        error = missing_rank(path, rank, self.ids if self.multi else [0])
+        if error is not None:
+            raise CheckConfigError(error)
         if not self.multi:
-            if rank != 0:
-                raise CheckConfigError(f"{path}: holds 1 rank (rank 0); no rank {rank}")
             return self
-        if rank not in self.ranks:
-            known = ", ".join(str(i) for i in self.ids)
-            raise CheckConfigError(f"{path}: no rank {rank} (ranks: {known})")
         return RunFigures({rank: self.ranks[rank]}, True, self.ids)
 
 
@@ -686,6 +673,14 @@ def _history_tables(conn: sqlite3.Connection) -> set[str]:
     return {r[0] for r in rows}
 
 
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a history database, or one line saying why not."""
+    try:
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise CheckConfigError(f"{path}: cannot open: {exc}") from None
+
+
 def check_history_file(path: Path) -> None:
     """Refuse a file that exists but is not a cgprof history database (e.g. a trace)."""
     if not path.exists():
@@ -696,10 +691,7 @@ def check_history_file(path: Path) -> None:
         raise CheckConfigError(f"{path}: not a file")
     if path.stat().st_size == 0:
         return
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise CheckConfigError(f"{path}: cannot open: {exc}") from None
+    conn = _open_read_only(path)
     try:
         tables = _history_tables(conn)
     finally:
@@ -776,10 +768,7 @@ def read_history(path: Path) -> list[dict[str, Any]]:
 
     if not path.is_file():
         raise CheckConfigError(f"{path}: history database not found")
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise CheckConfigError(f"{path}: cannot open: {exc}") from None
+    conn = _open_read_only(path)
     try:
         tables = _history_tables(conn)
         if "runs" not in tables:

@@ -42,7 +42,7 @@ from cgprof.trace import Trace
 
 __all__ = [
     "Rank", "RankResult", "RanksResult", "CrossRank", "OtherProcesses", "split_ranks",
-    "gpu_pids", "other_processes",
+    "gpu_pids", "other_processes", "missing_rank",
     "sub_trace", "rank_marker", "assign_rank_ids", "analyze_rank", "analyze_ranks",
     "cross_rank", "reduce_ranks", "RANK_MARKER_DOMAIN", "RANK_MARKER_PREFIX", "COLLECTIVE_TEXT",
 ]
@@ -100,12 +100,15 @@ class OtherProcesses:
         return int(self.nvtx_summary["instances"].sum())
 
 
-def other_processes(trace: Trace, path: str) -> OtherProcesses | None:
+def other_processes(trace: Trace, path: str,
+                    ranks: Sequence[int] | None = None) -> OtherProcesses | None:
     """What the processes without GPU work recorded (API calls, NVTX ranges); None when no
-    such process called the CUDA API or opened a range."""
+    such process called the CUDA API or opened a range. ``ranks``: the pids of the ranks
+    (default: :func:`gpu_pids`)."""
     from cgprof.metrics.summaries import api_summary, nvtx_summary
 
-    ranks = gpu_pids(trace)
+    if ranks is None:
+        ranks = gpu_pids(trace)
     rt, nv = trace.runtime, trace.nvtx
     rt = rt[~rt["pid"].isin(ranks)]
     nv = nv[~nv["pid"].isin(ranks)]
@@ -117,6 +120,16 @@ def other_processes(trace: Trace, path: str) -> OtherProcesses | None:
     out = OtherProcesses(path=path, pids=pids, api_summary=api_summary(sub),
                          nvtx_summary=nvtx_summary(sub))
     return out if out.api_calls or out.nvtx_ranges else None
+
+
+def missing_rank(path: Any, rank: int, ids: Sequence[int]) -> str | None:
+    """The one-line error for asking rank ``rank`` of the run at ``path`` whose rank ids are
+    ``ids`` (a single-process run is rank 0 alone); None when it holds that rank."""
+    if rank in ids:
+        return None
+    if list(ids) == [0]:
+        return f"{path}: holds 1 rank (rank 0); no rank {rank}"
+    return f"{path}: no rank {rank} (ranks: {', '.join(str(i) for i in ids)})"
 
 
 def rank_marker(trace: Trace, pid: int | None = None) -> int | None:
@@ -483,7 +496,8 @@ def with_others(results: Sequence[RankResult], trace: Trace, path: str) -> list[
     """One file's ranks in pid order, the first carrying the file's other processes."""
     out = sorted(results, key=lambda x: x.pid)
     if out:
-        out[0] = dataclasses.replace(out[0], others=other_processes(trace, path))
+        others = other_processes(trace, path, [r.pid for r in out])
+        out[0] = dataclasses.replace(out[0], others=others)
     return out
 
 

@@ -15,41 +15,40 @@ from cgprof.commands.engine_opts import engine_options
 from cgprof.errors import CgprofError
 
 
-def _run(path: Path, step, skip, jobs):
-    """An AnalysisResult, or a RanksResult for a folder or a trace of several ranks."""
+def _run(path: Path, step, skip, jobs, rank=None):
+    """An AnalysisResult, or a RanksResult for a folder or a trace of several ranks; with
+    ``rank``, that rank alone as an AnalysisResult with its trace (for the step-aligned table
+    and the HTML timeline; a one-process run has only rank 0)."""
     from cgprof.metrics import analyze
     from cgprof.parallel import analyze_files, expand_inputs, is_trace_dir
-    from cgprof.ranks import analyze_ranks, gpu_pids
+    from cgprof.ranks import analyze_ranks, gpu_pids, missing_rank, split_ranks, sub_trace
     from cgprof.trace import load
+
+    def fail_unless(ids) -> None:
+        error = missing_rank(path, rank, ids)
+        if error is not None:
+            raise CgprofError(error)
 
     if path.is_dir() and not is_trace_dir(path):
-        return analyze_files(expand_inputs([path]), step=step, skip=skip, jobs=jobs)
+        run = analyze_files(expand_inputs([path]), step=step, skip=skip, jobs=jobs)
+        if rank is None:
+            return run
+        # rank ids come from every file's markers; the rank's file is read again for its trace
+        fail_unless([r.rank_id for r in run.ranks])
+        found = next(r for r in run.ranks if r.rank_id == rank)
+        trace = load(found.path)
+        if len(gpu_pids(trace)) > 1:
+            trace = sub_trace(trace, found.pid)
+        return analyze(trace, step=step, skip=skip)
     trace = load(path)
     if len(gpu_pids(trace)) > 1:
-        return analyze_ranks(trace, step=step, skip=skip)
-    return analyze(trace, step=step, skip=skip)
-
-
-def _one_rank(run, rank: int, path: Path, step, skip):
-    """Rank ``rank`` of a run as a single-process AnalysisResult with its trace (for the
-    step-aligned table and the HTML timeline). A one-process run has only rank 0."""
-    from cgprof.metrics import analyze
-    from cgprof.ranks import gpu_pids, sub_trace
-    from cgprof.trace import load
-
-    if not hasattr(run, "cross"):
-        if rank != 0:
-            raise CgprofError(f"{path}: holds 1 rank (rank 0); no rank {rank}")
-        return run
-    found = next((r for r in run.ranks if r.rank_id == rank), None)
-    if found is None:
-        known = ", ".join(str(r.rank_id) for r in run.ranks)
-        raise CgprofError(f"{path}: no rank {rank} (ranks: {known})")
-    if found.result.trace is not None:
-        return found.result
-    trace = load(found.path)  # a folder's ranks come back without their trace
-    if len(gpu_pids(trace)) > 1:
-        trace = sub_trace(trace, found.pid)
+        if rank is None:
+            return analyze_ranks(trace, step=step, skip=skip)
+        ranks = split_ranks(trace)  # only the rank asked for is analysed
+        fail_unless([r.rank_id for r in ranks])
+        return analyze(next(r for r in ranks if r.rank_id == rank).trace, step=step, skip=skip)
+    if rank is not None:
+        fail_unless([0])
     return analyze(trace, step=step, skip=skip)
 
 
@@ -117,11 +116,8 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
         for p in outputs:
             check_writable(p, force)
         same = Path(baseline).resolve() == Path(candidate).resolve()
-        base = _run(baseline, step, skip, jobs)
-        cand = base if same else _run(candidate, step, skip, jobs)
-        if rank is not None:
-            base = _one_rank(base, rank, baseline, step, skip)
-            cand = base if same else _one_rank(cand, rank, candidate, step, skip)
+        base = _run(baseline, step, skip, jobs, rank)
+        cand = base if same else _run(candidate, step, skip, jobs, rank)
         if hasattr(base, "cross") or hasattr(cand, "cross"):
             from cgprof.ranks import as_ranks, diff_ranks
 
