@@ -16,6 +16,21 @@ mkdir -p "$WORK"
 # Compile cgprof once, as an installed package is: a fresh copy of the working tree has no
 # .pyc, and every measured process would otherwise compile it from source (~0.36 s there).
 python3 -m compileall -q cgprof > /dev/null
+# The kit installs its wheels with --no-compile (and the device sets PYTHONDONTWRITEBYTECODE):
+# compile the packages on the analyze path once, as `pip install` does for a user.
+for d in /tmp/site/duckdb /tmp/site/duckdb_extension_sqlite_scanner /tmp/site/click_default_group.py; do
+  [ -e "$d" ] && python3 -m compileall -q "$d" > /dev/null
+done
+python3 - <<'PY'
+import importlib.util, pathlib
+for mod in ("pandas", "numpy", "pyarrow", "duckdb", "click"):
+    spec = importlib.util.find_spec(mod)
+    root = pathlib.Path(spec.origin).parent
+    pyc = sum(1 for _ in root.rglob("*.pyc")); py = sum(1 for _ in root.rglob("*.py"))
+    print(f"{mod}: {root} ({py} .py, {pyc} .pyc)")
+PY
+python3 -X importtime -c "import cgprof.metrics, cgprof.report.json_report, cgprof.cli" 2> "$OUT/importtime.txt"
+sort -t'|' -k2 -n "$OUT/importtime.txt" | tail -8
 echo "host: $(nproc) cores, $(nsys --version), $(python3 -c 'import duckdb, pyarrow, pandas;
 print("duckdb", duckdb.__version__, "pyarrow", pyarrow.__version__, "pandas", pandas.__version__)')"
 [ -f "$WORK/t1m.sqlite" ] || python3 scripts/synth_trace.py "$WORK/t1m.sqlite"
