@@ -157,6 +157,11 @@ class Source:
     def _read(self, table: str, columns: list[str]) -> Any:  # pragma: no cover
         raise NotImplementedError
 
+    def frame(self, table: str) -> Any:
+        """The finished Trace frame of ``table`` when the source stores one (cgprof's cache:
+        :meth:`cgprof.cache.CachedSource.frame`), else None: build it from the columns."""
+        return None
+
     def close(self) -> None:
         pass
 

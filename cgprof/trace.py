@@ -576,6 +576,7 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> 
         if pending is not None:
             say("writing the columnar cache")
             done, pending = pending, None
+            done.write_trace(trace)
             done.commit(src.tables)
     finally:
         if pending is not None:
@@ -592,27 +593,35 @@ def _release_arrow() -> None:
     E.release_memory()
 
 
+def _stored(src: E.Source, table: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """The frame of ``table`` as the cache stored it (already sorted and decoded), else built
+    from the nsys columns."""
+    df = src.frame(table)
+    return build() if df is None else df
+
+
 def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     meta_kv = _read_meta(src)
     say("reading strings")
     strings = _load_strings(src)
     say("reading kernels")
-    kernels = _load_kernels(src, strings)
+    kernels = _stored(src, S.KERNEL, lambda: _load_kernels(src, strings))
     _release_arrow()
     say("reading CUDA API calls")
-    runtime = _load_runtime(src, strings)
+    runtime = _stored(src, S.RUNTIME, lambda: _load_runtime(src, strings))
     _release_arrow()
     say("reading memory copies, syncs, graph replays")
-    memcpy = _load_gpu_ops(src, S.MEMCPY, [
+    memcpy = _stored(src, S.MEMCPY, lambda: _load_gpu_ops(src, S.MEMCPY, [
         ("bytes", "bytes", "int"), ("copyKind", "copy_kind", "int"),
-        ("graphNodeId", "graph_node_id", "null")])
-    memset = _load_gpu_ops(src, S.MEMSET, [
-        ("bytes", "bytes", "int"), ("graphNodeId", "graph_node_id", "null")])
-    sync = _load_gpu_ops(src, S.SYNC, [("syncType", "sync_type", "null")])
-    graph_trace = _load_gpu_ops(src, S.GRAPH_TRACE, [
-        ("graphId", "graph_id", "null"), ("graphExecId", "graph_exec_id", "null")])
+        ("graphNodeId", "graph_node_id", "null")]))
+    memset = _stored(src, S.MEMSET, lambda: _load_gpu_ops(src, S.MEMSET, [
+        ("bytes", "bytes", "int"), ("graphNodeId", "graph_node_id", "null")]))
+    sync = _stored(src, S.SYNC, lambda: _load_gpu_ops(
+        src, S.SYNC, [("syncType", "sync_type", "null")]))
+    graph_trace = _stored(src, S.GRAPH_TRACE, lambda: _load_gpu_ops(src, S.GRAPH_TRACE, [
+        ("graphId", "graph_id", "null"), ("graphExecId", "graph_exec_id", "null")]))
     say("reading NVTX ranges")
-    nvtx = _load_nvtx(src, strings)
+    nvtx = _stored(src, S.NVTX, lambda: _load_nvtx(src, strings))
     gpus = _load_gpus(src)
     threads = _load_threads(src, strings)
     _release_arrow()
