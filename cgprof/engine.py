@@ -333,6 +333,27 @@ class _FileAsStream:
         return self._f.read_all()
 
 
+def int64_values_and_mask(col: Any) -> tuple[Any, Any]:
+    """A nullable Arrow int64 column as (int64 values, 0 where NULL; NULL mask).
+
+    Straight from the Arrow buffers: ``fill_null`` + ``is_null`` cost 12 ms per 1M rows, the
+    validity bitmap unpacked with numpy a fraction of that, and an all-NULL column (nsys's
+    graph ids outside graphs) nothing."""
+    import numpy as np
+
+    n = len(col)
+    if col.null_count == 0:
+        return col.to_numpy(), np.zeros(n, dtype=bool)
+    if col.null_count == n:
+        return np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)
+    arr = col.combine_chunks() if hasattr(col, "combine_chunks") else col
+    validity, data = arr.buffers()[:2]
+    off = arr.offset
+    mask = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), count=off + n,
+                         bitorder="little")[off:] == 0
+    return np.where(mask, 0, np.frombuffer(data, dtype=np.int64)[off:off + n]), mask
+
+
 def connect_readonly(path: Path) -> sqlite3.Connection:
     """Open ``path`` with SQLite's read-only URI mode: cgprof never writes into a trace."""
     import urllib.request  # 10 ms of imports (http.client, email): only here
