@@ -157,7 +157,7 @@ class Source:
     def _read(self, table: str, columns: list[str]) -> Any:  # pragma: no cover
         raise NotImplementedError
 
-    def frame(self, table: str) -> Any:
+    def frame(self, table: str, rebuild: Any = None) -> Any:
         """The finished Trace frame of ``table`` when the source stores one (cgprof's cache:
         :meth:`cgprof.cache.CachedSource.frame`), else None: build it from the columns."""
         return None

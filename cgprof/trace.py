@@ -646,7 +646,7 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> 
         if pending is not None:
             say("writing the columnar cache")
             done, pending = pending, None
-            done.write_trace(trace)
+            done.write_trace(trace, _rebuild)
             done.commit(src.tables)
     finally:
         if pending is not None:
@@ -666,8 +666,24 @@ def _release_arrow() -> None:
 def _stored(src: E.Source, table: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     """The frame of ``table`` as the cache stored it (already sorted and decoded), else built
     from the nsys columns."""
-    df = src.frame(table)
+    df = src.frame(table, lambda d: _rebuild(table, d))
     return build() if df is None else df
+
+
+def _rebuild(table: str, df: pd.DataFrame) -> dict[str, Any]:
+    """The columns of ``table``'s frame that follow from others of ``df``, by the expressions
+    the load from nsys's columns uses: the cache stores the others only
+    (:meth:`cgprof.cache.Pending.write_frame` checks that each comes out the same)."""
+    out: dict[str, Any] = {}
+    if "start_ns" in df and "dur_ns" in df and table != S.NVTX:
+        out["end_ns"] = df["start_ns"].to_numpy() + df["dur_ns"].to_numpy()
+    if table == S.RUNTIME:
+        out["pid"] = _pid_from_global(df["global_tid"])
+        out["tid"] = _tid_from_global(df["global_tid"])
+        if isinstance(df["name_raw"].dtype, pd.CategoricalDtype):
+            out["name"] = map_categories(df["name_raw"], S.strip_version_suffix)
+            out["nsys_name"] = map_categories(df["name_raw"], S.nsys_api_name)
+    return out
 
 
 def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:

@@ -381,3 +381,26 @@ def test_frames_are_stored_exactly():
                 df.assign(style=pd.Series(["a", None, "b"], dtype="str"))):
         with pytest.raises(cache.FrameLayoutError):
             cache.frame_to_arrow(bad)
+
+
+def test_rebuilt_columns_are_left_out_only_when_they_come_out_the_same(tmp_path):
+    import numpy as np
+
+    df = pd.DataFrame({"start_ns": np.array([1, 5], dtype=np.int64),
+                       "end_ns": np.array([4, 9], dtype=np.int64),
+                       "dur_ns": np.array([3, 4], dtype=np.int64),
+                       "odd": np.array([7, 7], dtype=np.int64)})
+
+    def rebuild(d):
+        return {"end_ns": d["start_ns"].to_numpy() + d["dur_ns"].to_numpy(),
+                "odd": np.array([7, 8], dtype=np.int64)}  # wrong for row 1: stored instead
+
+    pending = cache.Pending(tmp_path / "t.sqlite", tmp_path)
+    pending.write_frame("T", df, rebuild)
+    layout = pending.frames["T"]
+    assert dict(map(tuple, layout)) == {"start_ns": "int64", "end_ns": "rebuilt",
+                                        "dur_ns": "int64", "odd": "int64"}
+    src = cache.CachedSource(tmp_path, {}, tmp_path / "t.sqlite", pending.frames)
+    pd.testing.assert_frame_equal(src.frame("T", rebuild), df)
+    with pytest.raises(cache.FrameLayoutError):
+        src.frame("T")  # a column to rebuild and nothing to rebuild it with
