@@ -157,6 +157,11 @@ class Source:
     def _read(self, table: str, columns: list[str]) -> Any:  # pragma: no cover
         raise NotImplementedError
 
+    def frame(self, table: str, rebuild: Any = None) -> Any:
+        """The finished Trace frame of ``table`` when the source stores one (cgprof's cache:
+        :meth:`cgprof.cache.CachedSource.frame`), else None: build it from the columns."""
+        return None
+
     def close(self) -> None:
         pass
 
@@ -326,6 +331,27 @@ class _FileAsStream:
 
     def read_all(self) -> Any:
         return self._f.read_all()
+
+
+def int64_values_and_mask(col: Any) -> tuple[Any, Any]:
+    """A nullable Arrow int64 column as (int64 values, 0 where NULL; NULL mask).
+
+    Straight from the Arrow buffers: ``fill_null`` + ``is_null`` cost 12 ms per 1M rows, the
+    validity bitmap unpacked with numpy a fraction of that, and an all-NULL column (nsys's
+    graph ids outside graphs) nothing."""
+    import numpy as np
+
+    n = len(col)
+    if col.null_count == 0:
+        return col.to_numpy(), np.zeros(n, dtype=bool)
+    if col.null_count == n:
+        return np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)
+    arr = col.combine_chunks() if hasattr(col, "combine_chunks") else col
+    validity, data = arr.buffers()[:2]
+    off = arr.offset
+    mask = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), count=off + n,
+                         bitorder="little")[off:] == 0
+    return np.where(mask, 0, np.frombuffer(data, dtype=np.int64)[off:off + n]), mask
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:

@@ -157,7 +157,8 @@ Spec = list[tuple[str, str, str]]
 
 
 def _arrow_ints(col: Any, path: Path, table: str, name: str) -> tuple[np.ndarray, Any]:
-    """An Arrow integer column as (int64 values, null mask or None), zero-copy when it can."""
+    """An Arrow integer column as (int64 values, 0 where NULL; null mask or None), zero-copy
+    when it can."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -176,8 +177,7 @@ def _arrow_ints(col: Any, path: Path, table: str, name: str) -> tuple[np.ndarray
         # nsys's uint64 ids are SQLite's signed int64 bit for bit.
         col = pc.cast(col, pa.int64(), safe=False)
     if col.null_count:
-        mask = col.is_null().to_numpy(zero_copy_only=False)
-        return pc.fill_null(col, 0).to_numpy(), mask
+        return E.int64_values_and_mask(col)
     return col.to_numpy(), None
 
 
@@ -202,36 +202,59 @@ def _int_frame(src: E.Source, table: str, spec: Spec,
         else:
             values, mask = np.zeros(n, dtype=np.int64), (np.ones(n, dtype=bool)
                                                          if kind == "null" else None)
-        if kind == "null":
+        if kind == "null":  # values are 0 where NULL (see _arrow_ints)
             data[alias] = pd.arrays.IntegerArray(
-                values if mask is None else values.copy(),
-                np.zeros(n, dtype=bool) if mask is None else mask)
+                values, np.zeros(n, dtype=bool) if mask is None else mask)
         else:
-            data[alias] = values if mask is None else np.where(mask, 0, values)
+            data[alias] = values
     return pd.DataFrame(data, copy=False)
+
+
+def start_end_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """The stable order by (start, end) (``np.lexsort((end, start))``), or None when the rows
+    are in that order already.
+
+    Rows already in start order whose only disorder is between rows of equal start (nsys's
+    runtime table: 38 of 2M calls) are not sorted again: only the runs of equal start that
+    hold a decreasing end are, in one lexsort over their rows. Sorting the subset by (start,
+    end) puts each run back into its own slots, since the runs are contiguous and in order.
+    """
+    if len(start) < 2:
+        return None
+    d = start[1:] - start[:-1]
+    if not (d >= 0).all():
+        return np.lexsort((end, start))
+    bad = (d == 0) & (end[1:] < end[:-1])
+    if not bad.any():
+        return None
+    run = np.concatenate(([0], np.cumsum(d != 0)))  # run number of each row
+    unsorted = np.zeros(run[-1] + 1, dtype=bool)
+    unsorted[run[1:][bad]] = True
+    rows = np.flatnonzero(unsorted[run])
+    order = np.arange(len(start))
+    order[rows] = rows[np.lexsort((end[rows], start[rows]))]
+    return order
 
 
 def _sort(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Stable sort by ``keys``; skipped (same result) when the rows are in order already.
 
-    Plain integer keys: one ``np.lexsort`` and a take per column, each column dropped from
-    ``df`` (which the caller gives up) as its sorted copy is made, so a 10M-row table never
-    exists twice (``sort_values`` copies every column at once, and is slower)."""
+    Plain integer keys: one order (:func:`start_end_order` for (start_ns, end_ns)) and a take
+    per column, each column dropped from ``df`` (which the caller gives up) as its sorted copy
+    is made, so a 10M-row table never exists twice (``sort_values`` copies every column at
+    once, and is slower)."""
     if len(df) > 1:
-        a = df[keys[0]].to_numpy()
-        if keys[0] == "start_ns" and len(keys) == 1 and isinstance(a, np.ndarray):
-            if (a[1:] >= a[:-1]).all():
-                return df.reset_index(drop=True)
-        elif len(keys) == 2 and isinstance(a, np.ndarray):
-            b = df[keys[1]].to_numpy()
-            if isinstance(b, np.ndarray):
-                da = a[1:] - a[:-1]
-                if (da >= 0).all() and (b[1:][da == 0] >= b[:-1][da == 0]).all():
-                    return df.reset_index(drop=True)
         arrs = [df[k].to_numpy() for k in keys]
         if all(isinstance(x, np.ndarray) and x.dtype.kind in "iu" for x in arrs):
-            order = np.lexsort(arrs[::-1])
+            if len(keys) == 2:
+                order = start_end_order(*arrs)
+            elif len(keys) == 1 and (arrs[0][1:] >= arrs[0][:-1]).all():
+                order = None
+            else:
+                order = np.lexsort(arrs[::-1])
             del arrs
+            if order is None:
+                return df.reset_index(drop=True)
             out = {}
             for c in list(df.columns):
                 col = df.pop(c)
@@ -263,12 +286,40 @@ def _names(ids: np.ndarray, strings: pd.Series, index: pd.Index) -> pd.Series:
     """Resolve StringIds ids (-1: none) as a categorical, sorted categories.
 
     One dictionary lookup per distinct id, then integer codes: never a Python object per row.
-    """
+    StringIds ids are small and dense, so the distinct ids come from a table over their range
+    (a scatter and a cumsum) rather than from ``pd.factorize``'s hash table (3x slower); the
+    categories are sorted by text either way, so the result is the same."""
     if len(ids) == 0:
         return pd.Series([], dtype="object", index=index)
-    codes, uniq = pd.factorize(ids, sort=False)
+    lo, hi = int(ids.min()), int(ids.max())
+    if hi - lo < 4 * len(ids) + 65536:
+        seen = np.zeros(hi - lo + 1, dtype=bool)
+        at = ids - lo
+        seen[at] = True
+        uniq = np.flatnonzero(seen) + lo
+        codes = (np.cumsum(seen) - 1)[at]  # position of each row's id in uniq
+    else:
+        codes, uniq = pd.factorize(ids, sort=False)
     cat = pd.Categorical([strings.get(int(i), f"<unknown string {int(i)}>") for i in uniq])
     return pd.Series(pd.Categorical.from_codes(cat.codes[codes], dtype=cat.dtype), index=index)
+
+
+def map_categories(names: pd.Series, func: Callable[[Any], Any]) -> pd.Series:
+    """``names.map({c: func(c) for c in categories}).astype("category")`` for a categorical
+    ``names``, through the category codes: the same categorical without a value per row in
+    between (a mapping that sends two categories to one value makes pandas build one;
+    10M calls: ~250 MB and seconds)."""
+    cats = names.cat.categories
+    mapping = {c: func(c) for c in cats}
+    small = pd.Series(cats).map(mapping)  # one value per category
+    if small.is_unique:  # pandas then maps the categories themselves: cheap, keep its result
+        return names.map(mapping).astype("category")
+    codes = names.cat.codes.to_numpy()
+    seen = np.zeros(len(cats) + 1, dtype=bool)
+    seen[codes] = True  # code -1 (no name) marks the spare last slot
+    dtype = small[seen[:-1]].astype("category").dtype  # categories: the values present
+    lut = np.append(dtype.categories.get_indexer(small), -1)
+    return pd.Series(pd.Categorical.from_codes(lut[codes], dtype=dtype), index=names.index)
 
 
 def _load_strings(src: E.Source) -> pd.Series:
@@ -328,9 +379,8 @@ def _load_runtime(src: E.Source, strings: pd.Series) -> pd.DataFrame:
                  df.index)
     df["name_raw"] = raw
     if len(df):
-        cats = raw.cat.categories
-        df["name"] = raw.map({c: S.strip_version_suffix(c) for c in cats}).astype("category")
-        df["nsys_name"] = raw.map({c: S.nsys_api_name(c) for c in cats}).astype("category")
+        df["name"] = map_categories(raw, S.strip_version_suffix)
+        df["nsys_name"] = map_categories(raw, S.nsys_api_name)
     else:
         df["name"] = pd.Series([], dtype="object")
         df["nsys_name"] = pd.Series([], dtype="object")
@@ -360,6 +410,21 @@ def _column(values: list) -> object:
     return np.array(values, dtype=object)
 
 
+def _nvtx_ints(col: Any) -> object:
+    """What :func:`_column` makes of an Arrow integer column's values, without a Python int
+    per row: int64 when no NULL, Int64 with some, None objects when all are NULL. None for
+    any other column type (the per-value path checks and converts those)."""
+    import pyarrow as pa
+
+    if not pa.types.is_int64(col.type):
+        return None
+    if col.null_count == len(col):
+        return np.array([None] * len(col), dtype=object)
+    if col.null_count:
+        return pd.arrays.IntegerArray(*E.int64_values_and_mask(col))
+    return col.to_numpy()
+
+
 _NVTX_COLS = [("start", "start_ns", None), ("end", "end_ns", None),
               ("eventType", "event_type", 0), ("rangeId", "range_id", None),
               ("text", "text", None), ("textId", "text_id", None),
@@ -379,6 +444,11 @@ def _load_nvtx(src: E.Source, strings: pd.Series) -> pd.DataFrame:
         n = tbl.num_rows
         data: dict[str, object] = {}
         for column, alias, default in _NVTX_COLS:
+            if column in have and n:
+                fast = _nvtx_ints(tbl.column(column))
+                if fast is not None:
+                    data[alias] = fast
+                    continue
             values = tbl.column(column).to_pylist() if column in have else [default] * n
             if alias in ("start_ns", "end_ns", "event_type", "global_tid", "domain_id",
                          "range_id", "end_global_tid", "text_id"):
@@ -576,6 +646,7 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> 
         if pending is not None:
             say("writing the columnar cache")
             done, pending = pending, None
+            done.write_trace(trace, _rebuild)
             done.commit(src.tables)
     finally:
         if pending is not None:
@@ -592,27 +663,51 @@ def _release_arrow() -> None:
     E.release_memory()
 
 
+def _stored(src: E.Source, table: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """The frame of ``table`` as the cache stored it (already sorted and decoded), else built
+    from the nsys columns."""
+    df = src.frame(table, lambda d: _rebuild(table, d))
+    return build() if df is None else df
+
+
+def _rebuild(table: str, df: pd.DataFrame) -> dict[str, Any]:
+    """The columns of ``table``'s frame that follow from others of ``df``, by the expressions
+    the load from nsys's columns uses: the cache stores the others only
+    (:meth:`cgprof.cache.Pending.write_frame` checks that each comes out the same)."""
+    out: dict[str, Any] = {}
+    if "start_ns" in df and "dur_ns" in df and table != S.NVTX:
+        out["end_ns"] = df["start_ns"].to_numpy() + df["dur_ns"].to_numpy()
+    if table == S.RUNTIME:
+        out["pid"] = _pid_from_global(df["global_tid"])
+        out["tid"] = _tid_from_global(df["global_tid"])
+        if isinstance(df["name_raw"].dtype, pd.CategoricalDtype):
+            out["name"] = map_categories(df["name_raw"], S.strip_version_suffix)
+            out["nsys_name"] = map_categories(df["name_raw"], S.nsys_api_name)
+    return out
+
+
 def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     meta_kv = _read_meta(src)
     say("reading strings")
     strings = _load_strings(src)
     say("reading kernels")
-    kernels = _load_kernels(src, strings)
+    kernels = _stored(src, S.KERNEL, lambda: _load_kernels(src, strings))
     _release_arrow()
     say("reading CUDA API calls")
-    runtime = _load_runtime(src, strings)
+    runtime = _stored(src, S.RUNTIME, lambda: _load_runtime(src, strings))
     _release_arrow()
     say("reading memory copies, syncs, graph replays")
-    memcpy = _load_gpu_ops(src, S.MEMCPY, [
+    memcpy = _stored(src, S.MEMCPY, lambda: _load_gpu_ops(src, S.MEMCPY, [
         ("bytes", "bytes", "int"), ("copyKind", "copy_kind", "int"),
-        ("graphNodeId", "graph_node_id", "null")])
-    memset = _load_gpu_ops(src, S.MEMSET, [
-        ("bytes", "bytes", "int"), ("graphNodeId", "graph_node_id", "null")])
-    sync = _load_gpu_ops(src, S.SYNC, [("syncType", "sync_type", "null")])
-    graph_trace = _load_gpu_ops(src, S.GRAPH_TRACE, [
-        ("graphId", "graph_id", "null"), ("graphExecId", "graph_exec_id", "null")])
+        ("graphNodeId", "graph_node_id", "null")]))
+    memset = _stored(src, S.MEMSET, lambda: _load_gpu_ops(src, S.MEMSET, [
+        ("bytes", "bytes", "int"), ("graphNodeId", "graph_node_id", "null")]))
+    sync = _stored(src, S.SYNC, lambda: _load_gpu_ops(
+        src, S.SYNC, [("syncType", "sync_type", "null")]))
+    graph_trace = _stored(src, S.GRAPH_TRACE, lambda: _load_gpu_ops(src, S.GRAPH_TRACE, [
+        ("graphId", "graph_id", "null"), ("graphExecId", "graph_exec_id", "null")]))
     say("reading NVTX ranges")
-    nvtx = _load_nvtx(src, strings)
+    nvtx = _stored(src, S.NVTX, lambda: _load_nvtx(src, strings))
     gpus = _load_gpus(src)
     threads = _load_threads(src, strings)
     _release_arrow()

@@ -70,7 +70,7 @@ def test_first_analysis_writes_the_cache_and_the_second_reads_only_it(cache_dir,
     entries = cache.entries()
     assert len(entries) == 1 and entries[0]["source"] == str(src.resolve())
     entry = cache_dir / entries[0]["key"]
-    assert (entry / "CUPTI_ACTIVITY_KIND_KERNEL.parquet").is_file()
+    assert (entry / "CUPTI_ACTIVITY_KIND_KERNEL.frame.parquet").is_file()
     assert not [p for p in cache_dir.iterdir() if p.name.startswith(".tmp-")]
     _no_sqlite(monkeypatch)
     second = T.load(src)
@@ -123,7 +123,7 @@ def test_a_corrupt_entry_is_discarded_not_fatal(cache_dir, tmp_path):
     plain = T.load(p, cache=False)
     T.load(p)
     entry = cache_dir / cache.entries()[0]["key"]
-    (entry / "CUPTI_ACTIVITY_KIND_KERNEL.parquet").write_bytes(b"PAR1 not really")
+    (entry / "CUPTI_ACTIVITY_KIND_KERNEL.frame.parquet").write_bytes(b"PAR1 not really")
     _same_trace(T.load(p), plain)  # re-read from SQLite, entry rewritten
     _same_trace(T.load(p), plain)  # and the rewritten entry is good
     (entry / cache.MANIFEST).write_text("{not json")
@@ -324,8 +324,8 @@ def test_a_second_store_of_the_same_trace_keeps_one_entry(cache_dir):
     T.load(path)
     src = T.open_source(path)
     try:
-        T._load_tables(src, path, lambda _m: None)
-        again = cache.store(path, src)  # another run got there first: rename refused
+        trace = T._load_tables(src, path, lambda _m: None)
+        again = cache.store(path, src, trace)  # another run got there first: rename refused
     finally:
         src.close()
     assert again == cache_dir / cache.key(path)
@@ -353,3 +353,54 @@ def test_record_columnar_warns_when_the_export_cannot_be_read(tmp_path, cache_di
     # The fake export has no events: the recording stands, the copy is skipped with a warning.
     assert (f"cgprof: warning: no columnar copy: {Path('train.sqlite')}: contains no CUDA or "
             f"NVTX events") in res.output
+
+
+def test_frames_are_stored_exactly():
+    import numpy as np
+
+    df = pd.DataFrame({
+        "start_ns": np.array([3, 1, 2], dtype=np.int64),
+        "flag": np.array([True, False, True]),
+        "maybe": pd.array([5, None, -7], dtype="Int64"),
+        "none": pd.array([None, None, None], dtype="Int64"),
+        "name": pd.Categorical(["b", None, "a"], categories=["b", "a", "unused"]),
+        "text": pd.Series(["x", None, "é<>"], dtype=object),
+        "style": pd.Series(["", "range", ""], dtype="str"),
+        "nan": pd.Series(["x", float("nan"), "y"], dtype=object),
+    })
+    back = cache.arrow_to_frame(*cache.frame_to_arrow(df))
+    pd.testing.assert_frame_equal(back, df)
+    assert list(back.dtypes) == list(df.dtypes)
+    assert back["name"].cat.categories.equals(df["name"].cat.categories)
+    assert back["text"][1] is None
+    empty = df.iloc[:0].assign(name=pd.Series([], dtype=object)).reset_index(drop=True)
+    pd.testing.assert_frame_equal(cache.arrow_to_frame(*cache.frame_to_arrow(empty)), empty)
+    assert isinstance(back["nan"][1], float)
+    for bad in (df.assign(text=[1.5, None, "x"]), df.iloc[1:],
+                df.assign(text=pd.Series([None, float("nan"), "x"], dtype=object)),
+                df.assign(style=pd.Series(["a", None, "b"], dtype="str"))):
+        with pytest.raises(cache.FrameLayoutError):
+            cache.frame_to_arrow(bad)
+
+
+def test_rebuilt_columns_are_left_out_only_when_they_come_out_the_same(tmp_path):
+    import numpy as np
+
+    df = pd.DataFrame({"start_ns": np.array([1, 5], dtype=np.int64),
+                       "end_ns": np.array([4, 9], dtype=np.int64),
+                       "dur_ns": np.array([3, 4], dtype=np.int64),
+                       "odd": np.array([7, 7], dtype=np.int64)})
+
+    def rebuild(d):
+        return {"end_ns": d["start_ns"].to_numpy() + d["dur_ns"].to_numpy(),
+                "odd": np.array([7, 8], dtype=np.int64)}  # wrong for row 1: stored instead
+
+    pending = cache.Pending(tmp_path / "t.sqlite", tmp_path)
+    pending.write_frame("T", df, rebuild)
+    layout = pending.frames["T"]
+    assert dict(map(tuple, layout)) == {"start_ns": "int64", "end_ns": "rebuilt",
+                                        "dur_ns": "int64", "odd": "int64"}
+    src = cache.CachedSource(tmp_path, {}, tmp_path / "t.sqlite", pending.frames)
+    pd.testing.assert_frame_equal(src.frame("T", rebuild), df)
+    with pytest.raises(cache.FrameLayoutError):
+        src.frame("T")  # a column to rebuild and nothing to rebuild it with

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from cgprof.trace import Trace
+from cgprof.trace import Trace, map_categories
 
 KERNEL_LAUNCH = "kernel_launch"
 GRAPH_LAUNCH = "graph_launch"
@@ -64,19 +64,8 @@ def api_calls(trace: Trace) -> pd.DataFrame:
 
 
 def _families(names: pd.Series) -> pd.Series:
-    """``names.map(family_of per category).astype("category")`` through the category codes:
-    the same categorical without a string per call in between (10M calls: ~250 MB)."""
-    cats = names.cat.categories
-    mapping = {c: family_of(c) for c in cats}
-    small = pd.Series(cats).map(mapping)  # one value per category
-    if small.is_unique:  # pandas then maps the categories themselves: cheap, keep its result
-        return names.map(mapping).astype("category")
-    codes = names.cat.codes.to_numpy()
-    seen = np.zeros(len(cats) + 1, dtype=bool)
-    seen[codes] = True  # code -1 (no name) marks the spare last slot
-    dtype = small[seen[:-1]].astype("category").dtype  # categories: the families present
-    lut = np.append(dtype.categories.get_indexer(small), -1)
-    return pd.Series(pd.Categorical.from_codes(lut[codes], dtype=dtype), index=names.index)
+    """``names.map(family_of per category).astype("category")``, through the codes."""
+    return map_categories(names, family_of)
 
 
 def name_contains(names: pd.Series, text: str) -> np.ndarray:
@@ -88,20 +77,43 @@ def name_contains(names: pd.Series, text: str) -> np.ndarray:
 
 
 def _in_capture(calls: pd.DataFrame) -> np.ndarray:
-    """True for calls on a thread between its BeginCapture and EndCapture calls."""
+    """True for calls on a thread between its BeginCapture and EndCapture calls.
+
+    Per thread in time order, depth = begins so far - ends before this call; on a call that is
+    neither, that is the running sum of (begin - end). Only the threads that began a capture
+    are looked at (one or two of a trace's threads), in one stable sort by a small thread
+    number: the rows are in start order already (Trace tables are), so it keeps each thread's
+    calls in time order, ties in frame order, as ``lexsort((start, tid))`` would."""
     begin = name_contains(calls["name"], "StreamBeginCapture")
     end = name_contains(calls["name"], "StreamEndCapture")
-    if not begin.any():
-        return np.zeros(len(calls), dtype=bool)
-    # Per thread, depth = number of begins so far - number of ends before this call.
-    order = np.lexsort((calls["start_ns"].to_numpy(), calls["global_tid"].to_numpy()))
-    tids = calls["global_tid"].to_numpy()[order]
-    b, e = begin[order].astype(np.int64), end[order].astype(np.int64)
-    opened = pd.Series(b).groupby(tids).cumsum().to_numpy()
-    closed_before = pd.Series(e).groupby(tids).cumsum().to_numpy() - e
-    inside = (opened - closed_before > 0) & (b == 0) & (e == 0)
     out = np.zeros(len(calls), dtype=bool)
-    out[order] = inside
+    if not begin.any():
+        return out
+    tids = calls["global_tid"].to_numpy()
+    capturing = np.unique(tids[begin])
+    if len(capturing) <= 8:  # np.isin sorts; a few compares are cheaper
+        mine = tids == capturing[0]
+        for tid in capturing[1:]:
+            mine |= tids == tid
+        rows = np.flatnonzero(mine)
+    else:
+        rows = np.flatnonzero(np.isin(tids, capturing))
+    thread = np.searchsorted(capturing, tids[rows]) if len(capturing) > 1 else np.zeros(
+        len(rows), dtype=np.intp)
+    start = calls["start_ns"].to_numpy()[rows]
+    if not (start[1:] >= start[:-1]).all():
+        order = np.lexsort((start, thread))
+    elif len(capturing) > 1:
+        order = np.argsort(thread.astype(np.min_scalar_type(len(capturing))), kind="stable")
+    else:
+        order = None  # one thread, in time order already
+    if order is not None:
+        rows, thread = rows[order], thread[order]
+    b, e = begin[rows], end[rows]
+    depth = np.cumsum(b.astype(np.int64) - e)
+    counts = np.bincount(thread, minlength=len(capturing))  # rows per thread, in order
+    depth -= np.repeat(np.concatenate(([0], depth[np.cumsum(counts)[:-1] - 1])), counts)
+    out[rows] = (depth > 0) & ~b & ~e
     return out
 
 
