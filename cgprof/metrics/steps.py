@@ -151,31 +151,46 @@ def classify_steps(result: StepResult, gaps: pd.DataFrame) -> None:
     """Fill ``launch_wait_ns`` and ``launch_bound`` from the classified GPU gaps (in place).
 
     The launch-bound gaps are matched to ``call_steps`` (one row per (pid, corr_id)) by key
-    lookup (:func:`~cgprof.metrics.intervals.first_match`), not a hash merge of a million-row
-    frame; the inner merge is kept for keys that are not plain int64."""
+    lookup (a table by correlation id for one process, else sorted int64 keys), not a hash
+    merge of a million-row frame; the inner merge is kept for keys that are not plain int64
+    or repeat."""
     st = result.steps
     n = len(st)
-    is_wait = (gaps["kind"] == "launch_bound").to_numpy(dtype=bool)
-    pid = gaps["next_pid"][is_wait].astype("int64")
-    corr = gaps["next_corr_id"][is_wait].astype("int64")
-    gap = gaps["gap_ns"][is_wait].astype("int64").to_numpy(np.float64)
+    is_wait = _is_value(gaps["kind"], "launch_bound")
     cs = result.call_steps
-    wait = pd.DataFrame({"pid": pid.to_numpy(), "corr_id": corr.to_numpy()}, copy=False)
-    pair = pair_keys(wait, cs)
-    row = _unique_match(*pair) if pair is not None else None
-    if row is None:  # not plain keys, or a key repeats in call_steps: the merge's rows
-        m = wait.assign(gap_ns=gap).merge(cs, on=["pid", "corr_id"], how="inner")
-        step, gap = m["step"].to_numpy(np.int64), m["gap_ns"].to_numpy(np.float64)
+    wait = pd.DataFrame({"pid": _int64_rows(gaps["next_pid"], is_wait),
+                         "corr_id": _int64_rows(gaps["next_corr_id"], is_wait)}, copy=False)
+    gap = _int64_rows(gaps["gap_ns"], is_wait).astype(np.float64)
+    dense = _dense_steps(wait["pid"].to_numpy(), wait["corr_id"].to_numpy(),
+                         cs["pid"].to_numpy(), cs["corr_id"].to_numpy(), cs["step"].to_numpy())
+    if dense is not None:  # one process: the steps from a lookup table
+        step = _table_get(dense[0], wait["corr_id"].to_numpy() - dense[1])
+        hit = step >= 0
+        step, gap = step[hit], gap[hit]
     else:
-        hit = row >= 0
-        step = cs["step"].to_numpy(np.int64)[row[hit]]
-        gap = gap[hit]
+        pair = pair_keys(wait, cs)
+        row = _unique_match(*pair) if pair is not None else None
+        if row is None:  # not plain keys, or a key repeats in call_steps: the merge's rows
+            m = wait.assign(gap_ns=gap).merge(cs, on=["pid", "corr_id"], how="inner")
+            step, gap = m["step"].to_numpy(np.int64), m["gap_ns"].to_numpy(np.float64)
+        else:
+            hit = row >= 0
+            step = cs["step"].to_numpy(np.int64)[row[hit]]
+            gap = gap[hit]
     per = np.bincount(step, weights=gap, minlength=n)[:n].astype(np.int64)
     dur = st["dur_ns"].to_numpy(np.int64)
     busy = st["gpu_busy_ns"].to_numpy(np.int64)
     idle = np.maximum(dur - busy, 0)
     st["launch_wait_ns"] = per
     st["launch_bound"] = (dur > 0) & (busy < BUSY_SHARE * dur) & (per >= WAIT_SHARE * idle)
+
+
+def _int64_rows(col: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """``col[rows].astype("int64")`` as a numpy array (raises the same way on missing values),
+    without a Series and index per column when the column is plain int64."""
+    if col.dtype == np.int64:
+        return col.to_numpy()[rows]
+    return pd.Series(col.array[rows]).astype("int64").to_numpy()
 
 
 def _unique_match(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarray | None:
@@ -261,7 +276,7 @@ def _attribute_calls(calls: pd.DataFrame, inst: pd.DataFrame) -> np.ndarray:
         own = _codes(calls["pid"].to_numpy(dtype=np.int64), pt["pid"].to_numpy(np.int64))
         stray = (code < 0) & (own >= 0)
         if stray.any():
-            code = np.where(stray, pt["code"].to_numpy(np.int64)[own], code)
+            np.copyto(code, pt["code"].to_numpy(np.int32)[own], where=stray)
     return _in_ranges(code, calls["start_ns"].to_numpy(np.int64),
                       calls["end_ns"].to_numpy(np.int64), s_code,
                       inst["start_ns"].to_numpy(np.int64), inst["end_ns"].to_numpy(np.int64))
@@ -326,6 +341,10 @@ def _in_ranges(p_code: np.ndarray, p_start: np.ndarray, p_end: np.ndarray,
         j[(j >= 0) & (rc[np.maximum(j, 0)] != p_code)] = -1
     bad = j < 0
     np.maximum(j, 0, out=j)
+    if (order == np.arange(len(order))).all():  # ranges in (code, start) order: j is the index
+        bad |= p_end > r_end[j]
+        j[bad] = -1
+        return j
     res = r_end[order][j]
     bad |= p_end > res
     np.take(order, j, out=res)
@@ -341,9 +360,22 @@ def _as_reindexed(values: np.ndarray, found: np.ndarray) -> np.ndarray:
 
 
 def _family_codes(fam: pd.Series) -> tuple[np.ndarray, list]:
-    """Category code + 1 of every call's family (0: missing) and the families."""
+    """Category code of every call's family (-1: missing) and the families."""
     cat = fam.array if isinstance(fam.dtype, pd.CategoricalDtype) else pd.Categorical(fam)
-    return cat.codes.astype(np.int64) + 1, list(cat.categories)
+    return cat.codes, list(cat.categories)
+
+
+def _names_with(names: pd.Series, texts: tuple[str, ...]) -> np.ndarray:
+    """Rows whose name contains one of ``texts`` (``L.name_contains`` of each, or-ed), for a
+    categorical decided once per category and read through the codes once."""
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        out = np.zeros(len(names), dtype=bool)
+        for t in texts:
+            out |= L.name_contains(names, t)
+        return out
+    per_cat = np.asarray([any(t in str(c) for t in texts) for c in names.cat.categories]
+                         + [False], dtype=bool)
+    return per_cat[names.cat.codes.to_numpy()]  # code -1 (missing) picks the final False
 
 
 def _is_value(col: pd.Series, value: str) -> np.ndarray:
@@ -372,17 +404,24 @@ def _busy_per_step(step: np.ndarray, start: np.ndarray, end: np.ndarray, n: int
     first[0] = True
     np.not_equal(step[1:], step[:-1], out=first[1:])
     at = np.flatnonzero(first)
-    # Restart the running maximum per step by lifting each step above the ones before it
-    # (steps are sorted, so the step number is a rising offset).
-    lo = int(end.min())
-    span = int(end.max()) - lo + 1
-    if (int(step[-1]) + 1) * span < 2**62:
-        off = step * span
-        runmax = np.maximum.accumulate((end - lo) + off) - off + lo
-    else:
-        runmax = np.empty_like(end)
-        for a, b in zip(at, np.append(at[1:], m), strict=True):
-            np.maximum.accumulate(end[a:b], out=runmax[a:b])
+    # The running maximum of end_ns restarted per step. One plain running maximum serves
+    # when no step's first op ends before the ops of earlier steps did (steps follow each
+    # other on the GPU); else lift each step above the ones before it (steps are sorted, so
+    # the step number is a rising offset) so that one running maximum restarts per step.
+    runmax = np.maximum.accumulate(end)
+    if not (runmax[at[1:] - 1] <= end[at[1:]]).all():
+        lo = int(end.min())
+        span = int(end.max()) - lo + 1
+        if (int(step[-1]) + 1) * span < 2**62:
+            off = np.multiply(step, span, dtype=np.int64)
+            np.subtract(end, lo, out=runmax)
+            runmax += off
+            np.maximum.accumulate(runmax, out=runmax)
+            runmax -= off
+            runmax += lo
+        else:
+            for a, b in zip(at, np.append(at[1:], m), strict=True):
+                np.maximum.accumulate(end[a:b], out=runmax[a:b])
     gap = np.empty(m, dtype=np.int64)
     gap[0] = 0
     np.subtract(start[1:], runmax[:-1], out=gap[1:])
@@ -407,8 +446,7 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     else:
         call_step = _attribute_calls(calls, inst)
     # Steps that captured a graph (calls made during stream capture, or its begin call).
-    begins = (L.name_contains(calls["name"], "StreamBeginCapture")
-              | L.name_contains(calls["name"], "GraphInstantiate"))
+    begins = _names_with(calls["name"], ("StreamBeginCapture", "GraphInstantiate"))
     in_capture = calls["in_capture"].to_numpy(dtype=bool)
     capturing = call_step[(call_step >= 0) & (in_capture | begins)]
     live = (call_step >= 0) & ~in_capture
@@ -421,7 +459,9 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     # Calls and host time per (step, family): one bincount each over step * k + family.
     fcode, fams = _family_codes(calls["family"])
     k = len(fams) + 1
-    bins = step_c * k + pick(fcode)
+    bins = np.multiply(step_c, k, dtype=np.int64)
+    bins += pick(fcode)
+    bins += 1  # slot 0: no family
     per_fam = np.bincount(bins, minlength=n * k)[: n * k].reshape(n, k)
     dur = pick(calls["dur_ns"].to_numpy(np.int64)).astype(np.float64)
     host_fam = np.bincount(bins, weights=dur, minlength=n * k)[: n * k].reshape(n, k)
@@ -453,57 +493,10 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     mode = np.select([captured & ~recapture, warm_a, launched],
                      ["capture", "warmup", "graph"], default="eager")
 
-    # GPU work -> step of its launch call, on (pid, corr_id): ``row`` is the position among
-    # the live calls of the first one with the op's key (-1: none), ``keep`` the positions of
-    # the first call of each key (None: every call is its key's first).
-    pair = pair_keys(ops, calls)
-    keep = None
-    if pair is not None:
-        left, right = pair[0], pick(pair[1])
-        del pair
-        row = _first_match_dense(left, right) if len(right) else None
-        if row is None:
-            # The first call of each (pid, corr_id), in call order (drop_duplicates), and each
-            # op's row among the calls, from one np.unique of the int64 keys.
-            uniq, first = np.unique(right, return_index=True)
-            keep = np.sort(first)
-            if len(uniq):
-                pos = np.searchsorted(uniq, left)
-                pos[pos == len(uniq)] = 0
-                row = np.where(uniq[pos] == left, first[pos], -1)
-            else:
-                row = np.full(len(left), -1, dtype=np.int64)
-            del uniq, first
-        del left, right
-        pid_c = pick(calls["pid"].to_numpy())
-        corr_c = pick(calls["corr_id"].to_numpy())
-        call_steps = pd.DataFrame(
-            {"pid": pid_c, "corr_id": corr_c, "step": step_c} if keep is None else
-            {"pid": pid_c[keep], "corr_id": corr_c[keep], "step": step_c[keep]}, copy=False)
-        del pid_c, corr_c
-    else:  # keys that are not plain int64: pandas' duplicated and a left merge
-        c = calls[["pid", "corr_id"]]
-        c = (c if every else c[live]).reset_index(drop=True)
-        keep = np.flatnonzero(~c.duplicated(["pid", "corr_id"]).to_numpy(dtype=bool))
-        call_steps = c.take(keep).assign(step=step_c[keep]).reset_index(drop=True)
-        look = call_steps[["pid", "corr_id"]].assign(row=keep)
-        row = (ops[["pid", "corr_id"]].merge(look, on=["pid", "corr_id"], how="left")["row"]
-               .fillna(-1).to_numpy(np.int64))
-        del c, look
+    # GPU work -> step of its launch call, on (pid, corr_id).
     in_graph = ops["in_graph"].to_numpy(dtype=bool)
-    if whole:  # every op is the one step's, launched or not
-        op_step = np.zeros(len(ops), dtype=np.int64)
-        replays = np.array([len(ops[["pid", "corr_id"]][in_graph].drop_duplicates())])
-    else:
-        hit = row >= 0
-        op_step = np.full(len(ops), -1, dtype=np.int64)
-        op_step[hit] = step_c[row[hit]]
-        # A replay is a distinct (pid, corr_id) among replayed ops: a distinct call row.
-        replayed = np.zeros(len(step_c), dtype=bool)
-        replayed[row[hit & in_graph]] = True
-        replays = np.bincount(step_c[replayed], minlength=n)[:n]
-        del replayed
-    del row
+    op_step, replays, call_steps = _launch_steps(ops, calls, live if not every else None,
+                                                 step_c, in_graph, n, whole)
     hit = op_step >= 0
     all_hit = bool(hit.all())
 
@@ -512,10 +505,12 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
 
     # Ops per (step, class): 0/1 non-kernel eager/replayed, 2/3 kernel eager/replayed,
     # 4 graph-granularity replay rows.
-    cls = np.where(_is_value(ops["kind"], "graph"), 4,
-                   _is_value(ops["kind"], "kernel") * 2 + in_graph)
-    per_cls = np.bincount(mine(op_step) * 5 + mine(cls), minlength=n * 5)[: n * 5].reshape(n, 5)
-    del cls
+    cls = np.where(_is_value(ops["kind"], "graph"), np.int8(4),
+                   _is_value(ops["kind"], "kernel").astype(np.int8) * np.int8(2) + in_graph)
+    bins = np.multiply(mine(op_step), 5, dtype=np.int64)
+    bins += mine(cls)
+    per_cls = np.bincount(bins, minlength=n * 5)[: n * 5].reshape(n, 5)
+    del cls, bins
     hidden = per_cls[:, 4] > 0
     # The union of each step's ops, of its replayed ops and of its other ops: ops sorted by
     # (step, start_ns), then the two subsets as masks of that order.
@@ -593,6 +588,122 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
         "in_window": ~np.isin(mode, OUT_OF_WINDOW_MODES),
     })
     return out[STEP_COLUMNS], call_steps
+
+
+def _launch_steps(ops: pd.DataFrame, calls: pd.DataFrame, live: np.ndarray | None,
+                  step_c: np.ndarray, in_graph: np.ndarray, n: int, whole: bool
+                  ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """Each op's step (the step of the live call with its (pid, corr_id), the first such
+    call when one repeats; -1: none), graph replays per step (distinct keys among replayed
+    ops) and call_steps (the first live call of each key, in call order). ``live`` selects
+    the live calls (None: every call), whose steps are ``step_c``. Whole-trace: every op is
+    step 0's."""
+    pid_c, corr_c = calls["pid"].to_numpy(), calls["corr_id"].to_numpy()
+    if live is not None:
+        pid_c, corr_c = pid_c[live], corr_c[live]
+    dense = _dense_steps(ops["pid"].to_numpy(), ops["corr_id"].to_numpy(), pid_c, corr_c,
+                         step_c)
+    if dense is not None:  # one process, distinct correlation ids: every call is its key's
+        table, lo = dense
+        call_steps = pd.DataFrame({"pid": pid_c, "corr_id": corr_c, "step": step_c},
+                                  copy=False)
+        del pid_c, corr_c
+        if whole:
+            op_step = np.zeros(len(ops), dtype=np.int32)
+            replays = np.array([len(ops[["pid", "corr_id"]][in_graph].drop_duplicates())])
+            return op_step, replays, call_steps
+        key = ops["corr_id"].to_numpy() - lo
+        op_step = _table_get(table, key)
+        # A replay is a distinct key among the replayed ops that have a step.
+        seen = np.zeros(len(table), dtype=bool)
+        seen[key[(op_step >= 0) & in_graph]] = True
+        replays = np.bincount(table[seen], minlength=n)[:n]
+        return op_step, replays, call_steps
+    # ``row``: the position among the live calls of the first one with the op's key (-1:
+    # none); ``keep``: the positions of the first call of each key (None: every call).
+    pair = pair_keys(ops, calls)
+    keep = None
+    if pair is not None:
+        left, right = pair[0], pair[1] if live is None else pair[1][live]
+        del pair
+        row = _first_match_dense(left, right) if len(right) else None
+        if row is None:
+            # The first call of each (pid, corr_id), in call order (drop_duplicates), and each
+            # op's row among the calls, from one np.unique of the int64 keys.
+            uniq, first = np.unique(right, return_index=True)
+            keep = np.sort(first)
+            if len(uniq):
+                pos = np.searchsorted(uniq, left)
+                pos[pos == len(uniq)] = 0
+                row = np.where(uniq[pos] == left, first[pos], -1)
+            else:
+                row = np.full(len(left), -1, dtype=np.int64)
+            del uniq, first
+        del left, right
+        call_steps = pd.DataFrame(
+            {"pid": pid_c, "corr_id": corr_c, "step": step_c} if keep is None else
+            {"pid": pid_c[keep], "corr_id": corr_c[keep], "step": step_c[keep]}, copy=False)
+    else:  # keys that are not plain int64: pandas' duplicated and a left merge
+        c = calls[["pid", "corr_id"]]
+        c = (c if live is None else c[live]).reset_index(drop=True)
+        keep = np.flatnonzero(~c.duplicated(["pid", "corr_id"]).to_numpy(dtype=bool))
+        call_steps = c.take(keep).assign(step=step_c[keep]).reset_index(drop=True)
+        look = call_steps[["pid", "corr_id"]].assign(row=keep)
+        row = (ops[["pid", "corr_id"]].merge(look, on=["pid", "corr_id"], how="left")["row"]
+               .fillna(-1).to_numpy(np.int64))
+        del c, look
+    del pid_c, corr_c
+    if whole:
+        op_step = np.zeros(len(ops), dtype=np.int32)
+        replays = np.array([len(ops[["pid", "corr_id"]][in_graph].drop_duplicates())])
+        return op_step, replays, call_steps
+    hit = row >= 0
+    op_step = np.full(len(ops), -1, dtype=np.int32)
+    op_step[hit] = step_c[row[hit]]
+    # A replay is a distinct (pid, corr_id) among replayed ops: a distinct call row.
+    replayed = np.zeros(len(step_c), dtype=bool)
+    replayed[row[hit & in_graph]] = True
+    replays = np.bincount(step_c[replayed], minlength=n)[:n]
+    return op_step, replays, call_steps
+
+
+def _dense_steps(o_pid: np.ndarray, o_corr: np.ndarray, pid_c: np.ndarray,
+                 corr_c: np.ndarray, step_c: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """A lookup table from correlation id to step, ``table[corr_id - lo]`` (int32, -1: no
+    call), and ``lo``, for looking up keys (``o_pid``, ``o_corr``: ops, or gaps' next ops)
+    among calls (``pid_c``, ``corr_c``, ``step_c``), when all are of one process (int64
+    keys) and the calls' correlation ids are distinct and span not much more than their
+    count: one write of the table, no hash, sort or int64 position arrays (each
+    million-row temporary costs its page faults). None otherwise."""
+    m = len(corr_c)
+    if not m or m >= 2**31 or not all(a.dtype == np.int64 for a in
+                                      (pid_c, corr_c, o_pid, o_corr)):
+        return None
+    p = pid_c[0]
+    if pid_c.min() != p or pid_c.max() != p or (len(o_pid) and (o_pid.min() != p
+                                                                 or o_pid.max() != p)):
+        return None
+    lo, hi = int(corr_c.min()), int(corr_c.max())
+    if hi - lo >= max(4 * m, 1 << 16):
+        return None
+    table = np.full(hi - lo + 1, -1, dtype=np.int32)
+    k = corr_c - lo
+    pos = np.arange(m, dtype=np.int32)
+    table[k] = pos
+    if not (table[k] == pos).all():  # a correlation id repeats: first matches need a sort
+        return None
+    table[k] = step_c
+    return table, lo
+
+
+def _table_get(table: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``table[key]``, -1 where the key is outside the table."""
+    if not len(key) or (key.min() >= 0 and key.max() < len(table)):
+        return table[key]
+    out = np.full(len(key), -1, dtype=table.dtype)
+    inside = (key >= 0) & (key < len(table))
+    out[inside] = table[key[inside]]
+    return out
 
 
 def _time_sorted(start: np.ndarray, end: np.ndarray) -> bool:
