@@ -91,3 +91,49 @@ def test_classify_steps_merge_fallback_equals_lookup(traces_dir):
     St.classify_steps(res, gaps)
     pdt.assert_frame_equal(res.steps, fast)
     assert fast["launch_wait_ns"].sum() > 0
+
+
+def _attribute_calls_reference(calls, inst):
+    """The per-key assign_to_ranges version that _attribute_calls replaced."""
+    c_tid, c_pid = calls["global_tid"].to_numpy(), calls["pid"].to_numpy()
+    c_start, c_end = calls["start_ns"].to_numpy(), calls["end_ns"].to_numpy()
+    s_tid, s_pid = inst["global_tid"].to_numpy(), inst["pid"].to_numpy()
+    s_start, s_end = inst["start_ns"].to_numpy(), inst["end_ns"].to_numpy()
+    step = assign_to_ranges(c_tid, c_start, c_end, s_tid, s_start, s_end)
+    threads_per_pid = pd.Series(s_tid).groupby(s_pid).nunique()
+    single = threads_per_pid.index[threads_per_pid == 1].to_numpy()
+    other = ~np.isin(c_tid, np.unique(s_tid)) & np.isin(c_pid, single)
+    if other.any():
+        step[other] = assign_to_ranges(c_pid[other], c_start[other], c_end[other],
+                                       s_pid, s_start, s_end)
+    return step
+
+
+@pytest.mark.parametrize("procs", [1, 2, 10])
+@pytest.mark.parametrize("seed", range(4))
+def test_attribute_calls_equals_per_key_sweeps(procs, seed):
+    """Calls on step threads, on other threads of processes with one step thread (matched in
+    time), and of processes with several step threads (left out), for few and many
+    processes (the per-process comparison and the code-array paths)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for p in range(procs):
+        threads = 1 if p % 2 == 0 else 2  # odd processes mark steps on two threads
+        for t in range(threads):
+            t0 = int(rng.integers(0, 100))
+            for _ in range(20):
+                s = t0 + int(rng.integers(0, 4))
+                e = s + int(rng.integers(1, 30))
+                rows.append((1000 + p, (1000 + p) * 100 + t, s, e))
+                t0 = e
+    inst = pd.DataFrame(rows, columns=["pid", "global_tid", "start_ns", "end_ns"])
+    inst = inst.sort_values(["start_ns", "global_tid"], kind="stable").reset_index(drop=True)
+    m = 3000
+    pid = 1000 + rng.integers(0, procs + 1, m)  # one process without steps
+    tid = pid * 100 + rng.integers(0, 4, m)  # threads 2, 3: no step ranges
+    start = np.sort(rng.integers(0, int(inst["end_ns"].max()) + 10, m))
+    calls = pd.DataFrame({"pid": pid, "global_tid": tid, "start_ns": start,
+                          "end_ns": start + rng.integers(0, 6, m)})
+    want = _attribute_calls_reference(calls, inst)
+    np.testing.assert_array_equal(St._attribute_calls(calls, inst), want)
+    assert (want >= 0).sum() > m // 4

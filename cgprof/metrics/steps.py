@@ -164,7 +164,8 @@ def classify_steps(result: StepResult, gaps: pd.DataFrame) -> None:
     dense = _dense_steps(wait["pid"].to_numpy(), wait["corr_id"].to_numpy(),
                          cs["pid"].to_numpy(), cs["corr_id"].to_numpy(), cs["step"].to_numpy())
     if dense is not None:  # one process: the steps from a lookup table
-        step = _table_get(dense[0], wait["corr_id"].to_numpy() - dense[1])
+        key = wait["corr_id"].to_numpy()
+        step = _table_get(dense[0], key - dense[1] if dense[1] else key)
         hit = step >= 0
         step, gap = step[hit], gap[hit]
     else:
@@ -272,11 +273,14 @@ def _attribute_calls(calls: pd.DataFrame, inst: pd.DataFrame) -> np.ndarray:
     # Processes whose steps all lie on one thread, and that thread's code.
     pt = pd.DataFrame({"pid": s_pid, "code": s_code}).drop_duplicates()
     pt = pt[~pt["pid"].duplicated(keep=False)].sort_values("pid")
-    if len(pt):
-        own = _codes(calls["pid"].to_numpy(dtype=np.int64), pt["pid"].to_numpy(np.int64))
-        stray = (code < 0) & (own >= 0)
-        if stray.any():
-            np.copyto(code, pt["code"].to_numpy(np.int32)[own], where=stray)
+    c_pid = calls["pid"].to_numpy(dtype=np.int64)
+    if 0 < len(pt) <= 4:  # a few processes: one comparison each, no code array
+        for p, c in zip(pt["pid"].to_numpy(np.int64), pt["code"].to_numpy(np.int32),
+                        strict=True):
+            np.copyto(code, c, where=(code < 0) & (c_pid == p))
+    elif len(pt):
+        own = _codes(c_pid, pt["pid"].to_numpy(np.int64))
+        np.copyto(code, pt["code"].to_numpy(np.int32)[own], where=(code < 0) & (own >= 0))
     return _in_ranges(code, calls["start_ns"].to_numpy(np.int64),
                       calls["end_ns"].to_numpy(np.int64), s_code,
                       inst["start_ns"].to_numpy(np.int64), inst["end_ns"].to_numpy(np.int64))
@@ -612,7 +616,8 @@ def _launch_steps(ops: pd.DataFrame, calls: pd.DataFrame, live: np.ndarray | Non
             op_step = np.zeros(len(ops), dtype=np.int32)
             replays = np.array([len(ops[["pid", "corr_id"]][in_graph].drop_duplicates())])
             return op_step, replays, call_steps
-        key = ops["corr_id"].to_numpy() - lo
+        key = ops["corr_id"].to_numpy()
+        key = key - lo if lo else key
         op_step = _table_get(table, key)
         # A replay is a distinct key among the replayed ops that have a step.
         seen = np.zeros(len(table), dtype=bool)
@@ -684,15 +689,17 @@ def _dense_steps(o_pid: np.ndarray, o_corr: np.ndarray, pid_c: np.ndarray,
                                                                  or o_pid.max() != p)):
         return None
     lo, hi = int(corr_c.min()), int(corr_c.max())
-    if hi - lo >= max(4 * m, 1 << 16):
+    room = max(4 * m, 1 << 16)
+    if hi - lo >= room:
         return None
+    if 0 <= lo and hi < room:  # ids from about 0 (as CUPTI counts): index by the id itself
+        lo = 0
     table = np.full(hi - lo + 1, -1, dtype=np.int32)
-    k = corr_c - lo
-    pos = np.arange(m, dtype=np.int32)
-    table[k] = pos
-    if not (table[k] == pos).all():  # a correlation id repeats: first matches need a sort
+    table[corr_c - lo if lo else corr_c] = step_c
+    # Steps are >= 0: as many filled slots as calls when no correlation id repeats (else the
+    # first call of each id is needed: the sort path).
+    if np.count_nonzero(table >= 0) != m or (m and step_c.min() < 0):
         return None
-    table[k] = step_c
     return table, lo
 
 
@@ -710,8 +717,10 @@ def _time_sorted(start: np.ndarray, end: np.ndarray) -> bool:
     """Rows in (start_ns, end_ns) order (as cgprof.metrics.gpu.gpu_ops gives them)."""
     if len(start) < 2:
         return True
-    d = start[1:] - start[:-1]
-    return bool((d >= 0).all() and (end[1:][d == 0] >= end[:-1][d == 0]).all())
+    if not (start[1:] >= start[:-1]).all():
+        return False
+    tie = np.flatnonzero(start[1:] == start[:-1])
+    return bool((end[tie + 1] >= end[tie]).all())
 
 
 def _groups(trace: Trace, inst: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
