@@ -226,7 +226,8 @@ def compute_steps(
     skip: int = 0,
 ) -> StepResult:
     """Measure every step; see the module doc for how work is attributed."""
-    choice = choose_step_ranges(trace, step, calls)
+    ranges = nvtx_ranges(trace)  # once, for the choice and the steps' groups
+    choice = _choose(trace, step, calls, ranges)
     sel, name, source = choice.ranges, choice.name, choice.source
     if source == "whole-trace":
         inst = _whole_trace_step(trace, calls, ops)
@@ -240,7 +241,7 @@ def compute_steps(
         raise AnalysisError(
             f"{trace.path}: --skip {skip} leaves no steps ({total} instances of {name})")
     inst = inst.assign(index=np.arange(total, dtype=np.int64)).iloc[skip:].reset_index(drop=True)
-    steps, call_steps = _measure(trace, inst, calls, ops, whole=source == "whole-trace")
+    steps, call_steps = _measure(ranges, inst, calls, ops, whole=source == "whole-trace")
     return StepResult(steps=steps, name=name, source=source, skipped=skip, total_instances=total,
                       call_steps=call_steps, rule=choice.rule, candidates=choice.candidates)
 
@@ -440,7 +441,8 @@ def _busy_per_step(step: np.ndarray, start: np.ndarray, end: np.ndarray, n: int
     return out
 
 
-def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops: pd.DataFrame,
+             whole: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The step table and call_steps; numpy over the few columns needed, each call and op
     given its step once, counts and sums per step by ``np.bincount``."""
     n = len(inst)
@@ -481,7 +483,7 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     if whole:
         groups, warm_a = np.full(n, "", dtype=object), np.zeros(n, dtype=bool)
     else:
-        groups, warm_a = _groups(trace, inst)
+        groups, warm_a = _groups(ranges, inst)
     start_ns = inst["start_ns"].to_numpy(np.int64)
     end_ns = inst["end_ns"].to_numpy(np.int64)
     dur_ns = end_ns - start_ns
@@ -723,11 +725,11 @@ def _time_sorted(start: np.ndarray, end: np.ndarray) -> bool:
     return bool((end[tie + 1] >= end[tie]).all())
 
 
-def _groups(trace: Trace, inst: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _groups(ranges: pd.DataFrame, inst: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per step: the innermost other push/pop range enclosing it on its thread (e.g. "eager"),
     and whether a ``warmup`` range of domain ``cgprof`` encloses or lies inside it (the
-    runners' warm-up steps: cgprof.mark's NVTX contract)."""
-    ranges = nvtx_ranges(trace)
+    runners' warm-up steps: cgprof.mark's NVTX contract). ``ranges``: the trace's
+    cgprof.metrics.summaries.nvtx_ranges."""
     ranges = ranges[ranges["event_type"].isin([S.NVTX_PUSHPOP, S.NVTXT_PUSHPOP])]
     step_names = set(pd.Series(pd.unique(inst["name"])).astype(str))
     names = pd.unique(ranges["name"])
