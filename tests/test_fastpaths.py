@@ -269,22 +269,28 @@ def test_gpu_ops_by_columns_equal_the_concat(traces_dir, name):
 
 @pytest.mark.parametrize("name", ["mlp_train_graph", "resnet18_train_eager", "user_train_graph"])
 def test_step_keys_by_lookup_table_equal_the_unique_path(traces_dir, monkeypatch, name):
-    """_measure's lookup-table match of ops to their launch calls (distinct call keys) gives
-    exactly the np.unique + searchsorted path it skips."""
+    """_measure's lookup tables from correlation id to step (one process, distinct call keys)
+    give exactly the np.unique + searchsorted path they skip, in compute_steps and in
+    classify_steps."""
     import cgprof
     from cgprof.metrics import steps as St
+    from cgprof.metrics.gaps import gpu_gaps
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
 
     trace = cgprof.load(traces_dir / f"{name}.sqlite")
     ops, calls = gpu_ops(trace), api_calls(trace)
+    gaps = gpu_gaps(ops, calls).gaps
     used = []
-    dense = St._first_match_dense
-    monkeypatch.setattr(St, "_first_match_dense",
-                        lambda a, b: used.append(dense(a, b) is not None) or dense(a, b))
+    dense = St._dense_steps
+    monkeypatch.setattr(St, "_dense_steps",
+                        lambda *a: used.append(dense(*a) is not None) or dense(*a))
     fast = St.compute_steps(trace, calls, ops)
+    St.classify_steps(fast, gaps)
+    monkeypatch.setattr(St, "_dense_steps", lambda *a: None)
     monkeypatch.setattr(St, "_first_match_dense", lambda a, b: None)
     slow = St.compute_steps(trace, calls, ops)
-    assert used == [name != "resnet18_train_eager"]  # there a call key repeats: np.unique
+    St.classify_steps(slow, gaps)
+    assert used[0] == (name != "resnet18_train_eager")  # there a call key repeats: np.unique
     pdt.assert_frame_equal(fast.steps, slow.steps)
     pdt.assert_frame_equal(fast.call_steps, slow.call_steps)

@@ -144,9 +144,12 @@ def parse_step_option(value: str) -> tuple[str, str | None]:
 
 
 def choose_step_ranges(trace: Trace, step: str | None,
-                       calls: pd.DataFrame | None = None) -> StepChoice:
-    """Apply the rules of the module doc; ``calls`` is cgprof.metrics.launches.api_calls."""
-    ranges = nvtx_ranges(trace)
+                       calls: pd.DataFrame | None = None,
+                       ranges: pd.DataFrame | None = None) -> StepChoice:
+    """Apply the rules of the module doc; ``calls`` is cgprof.metrics.launches.api_calls,
+    ``ranges`` the trace's cgprof.metrics.summaries.nvtx_ranges when the caller has them."""
+    if ranges is None:
+        ranges = nvtx_ranges(trace)
     empty = pd.DataFrame({c: [] for c in CANDIDATE_COLUMNS})
     if step is not None:
         name, domain = parse_step_option(step)

@@ -24,7 +24,7 @@ import pandas as pd
 from cgprof import schema as S
 from cgprof.errors import AnalysisError
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import _first_match_dense, assign_to_ranges, pair_keys, union_busy
+from cgprof.metrics.intervals import _first_match_dense, assign_to_ranges, pair_keys
 from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
     DEFAULT_STEP,
     StepChoice,
@@ -148,21 +148,66 @@ class StepResult:
 
 
 def classify_steps(result: StepResult, gaps: pd.DataFrame) -> None:
-    """Fill ``launch_wait_ns`` and ``launch_bound`` from the classified GPU gaps (in place)."""
+    """Fill ``launch_wait_ns`` and ``launch_bound`` from the classified GPU gaps (in place).
+
+    The launch-bound gaps are matched to ``call_steps`` (one row per (pid, corr_id)) by key
+    lookup (a table by correlation id for one process, else sorted int64 keys), not a hash
+    merge of a million-row frame; the inner merge is kept for keys that are not plain int64
+    or repeat."""
     st = result.steps
-    wait = gaps[gaps["kind"] == "launch_bound"][["next_pid", "next_corr_id", "gap_ns"]]
-    wait = wait.astype({"next_pid": "int64", "next_corr_id": "int64", "gap_ns": "int64"})
-    wait = wait.merge(result.call_steps, left_on=["next_pid", "next_corr_id"],
-                      right_on=["pid", "corr_id"], how="inner")
-    per = np.bincount(wait["step"].to_numpy(np.int64),
-                      weights=wait["gap_ns"].to_numpy(np.float64), minlength=len(st))
-    st["launch_wait_ns"] = per[: len(st)].astype(np.int64)
-    idle = (st["dur_ns"] - st["gpu_busy_ns"]).clip(lower=0)
-    st["launch_bound"] = (
-        (st["dur_ns"] > 0)
-        & (st["gpu_busy_ns"] < BUSY_SHARE * st["dur_ns"])
-        & (st["launch_wait_ns"] >= WAIT_SHARE * idle)
-    )
+    n = len(st)
+    is_wait = _is_value(gaps["kind"], "launch_bound")
+    cs = result.call_steps
+    wait = pd.DataFrame({"pid": _int64_rows(gaps["next_pid"], is_wait),
+                         "corr_id": _int64_rows(gaps["next_corr_id"], is_wait)}, copy=False)
+    gap = _int64_rows(gaps["gap_ns"], is_wait).astype(np.float64)
+    dense = _dense_steps(wait["pid"].to_numpy(), wait["corr_id"].to_numpy(),
+                         cs["pid"].to_numpy(), cs["corr_id"].to_numpy(), cs["step"].to_numpy())
+    if dense is not None:  # one process: the steps from a lookup table
+        key = wait["corr_id"].to_numpy()
+        step = _table_get(dense[0], key - dense[1] if dense[1] else key)
+        hit = step >= 0
+        step, gap = step[hit], gap[hit]
+    else:
+        pair = pair_keys(wait, cs)
+        row = _unique_match(*pair) if pair is not None else None
+        if row is None:  # not plain keys, or a key repeats in call_steps: the merge's rows
+            m = wait.assign(gap_ns=gap).merge(cs, on=["pid", "corr_id"], how="inner")
+            step, gap = m["step"].to_numpy(np.int64), m["gap_ns"].to_numpy(np.float64)
+        else:
+            hit = row >= 0
+            step = cs["step"].to_numpy(np.int64)[row[hit]]
+            gap = gap[hit]
+    per = np.bincount(step, weights=gap, minlength=n)[:n].astype(np.int64)
+    dur = st["dur_ns"].to_numpy(np.int64)
+    busy = st["gpu_busy_ns"].to_numpy(np.int64)
+    idle = np.maximum(dur - busy, 0)
+    st["launch_wait_ns"] = per
+    st["launch_bound"] = (dur > 0) & (busy < BUSY_SHARE * dur) & (per >= WAIT_SHARE * idle)
+
+
+def _int64_rows(col: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """``col[rows].astype("int64")`` as a numpy array (raises the same way on missing values),
+    without a Series and index per column when the column is plain int64."""
+    if col.dtype == np.int64:
+        return col.to_numpy()[rows]
+    return pd.Series(col.array[rows]).astype("int64").to_numpy()
+
+
+def _unique_match(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarray | None:
+    """Per left key, the position of the right row with that key, or -1; None when a right
+    key repeats (an inner merge would then give a left row several times)."""
+    if not len(right_key):
+        return np.full(len(left_key), -1, dtype=np.int64)
+    row = _first_match_dense(left_key, right_key)
+    if row is not None:
+        return row
+    uniq, first = np.unique(right_key, return_index=True)
+    if len(uniq) != len(right_key):
+        return None
+    pos = np.searchsorted(uniq, left_key)
+    pos[pos == len(uniq)] = 0
+    return np.where(uniq[pos] == left_key, first[pos], -1)
 
 
 def choose_step_ranges(
@@ -181,7 +226,8 @@ def compute_steps(
     skip: int = 0,
 ) -> StepResult:
     """Measure every step; see the module doc for how work is attributed."""
-    choice = choose_step_ranges(trace, step, calls)
+    ranges = nvtx_ranges(trace)  # once, for the choice and the steps' groups
+    choice = _choose(trace, step, calls, ranges)
     sel, name, source = choice.ranges, choice.name, choice.source
     if source == "whole-trace":
         inst = _whole_trace_step(trace, calls, ops)
@@ -195,7 +241,7 @@ def compute_steps(
         raise AnalysisError(
             f"{trace.path}: --skip {skip} leaves no steps ({total} instances of {name})")
     inst = inst.assign(index=np.arange(total, dtype=np.int64)).iloc[skip:].reset_index(drop=True)
-    steps, call_steps = _measure(trace, inst, calls, ops, whole=source == "whole-trace")
+    steps, call_steps = _measure(ranges, inst, calls, ops, whole=source == "whole-trace")
     return StepResult(steps=steps, name=name, source=source, skipped=skip, total_instances=total,
                       call_steps=call_steps, rule=choice.rule, candidates=choice.candidates)
 
@@ -216,28 +262,189 @@ def _attribute_calls(calls: pd.DataFrame, inst: pd.DataFrame) -> np.ndarray:
     backward pass on its own autograd threads, which emit no step ranges: a call on a thread
     without step ranges belongs to the step of the same process whose range contains it in
     time, when that process marks steps on one thread only (with several, which step a
-    stray call serves is unknowable, and it stays unattributed).
+    stray call serves is unknowable, and it stays unattributed). Such a process's steps are
+    its one thread's steps, so a stray call is matched as a call of that thread: one sweep.
     """
     c_tid = calls["global_tid"].to_numpy(dtype=np.int64)
-    c_start = calls["start_ns"].to_numpy(np.int64)
-    c_end = calls["end_ns"].to_numpy(np.int64)
     s_tid = inst["global_tid"].to_numpy(dtype=np.int64)
-    s_start = inst["start_ns"].to_numpy(np.int64)
-    s_end = inst["end_ns"].to_numpy(np.int64)
-    step = assign_to_ranges(c_tid, c_start, c_end, s_tid, s_start, s_end)
     s_pid = inst["pid"].to_numpy(dtype=np.int64)
+    tids = np.unique(s_tid)
+    s_code = np.searchsorted(tids, s_tid)
+    code = _codes(c_tid, tids)
+    # Processes whose steps all lie on one thread, and that thread's code.
+    pt = pd.DataFrame({"pid": s_pid, "code": s_code}).drop_duplicates()
+    pt = pt[~pt["pid"].duplicated(keep=False)].sort_values("pid")
     c_pid = calls["pid"].to_numpy(dtype=np.int64)
-    threads_per_pid = pd.Series(s_tid).groupby(s_pid).nunique()
-    single = threads_per_pid.index[threads_per_pid == 1].to_numpy()
-    other_thread = ~np.isin(c_tid, np.unique(s_tid)) & np.isin(c_pid, single)
-    if other_thread.any():
-        by_time = assign_to_ranges(c_pid[other_thread], c_start[other_thread],
-                                   c_end[other_thread], s_pid, s_start, s_end)
-        step[other_thread] = by_time
-    return step
+    if 0 < len(pt) <= 4:  # a few processes: one comparison each, no code array
+        for p, c in zip(pt["pid"].to_numpy(np.int64), pt["code"].to_numpy(np.int32),
+                        strict=True):
+            np.copyto(code, c, where=(code < 0) & (c_pid == p))
+    elif len(pt):
+        own = _codes(c_pid, pt["pid"].to_numpy(np.int64))
+        np.copyto(code, pt["code"].to_numpy(np.int32)[own], where=(code < 0) & (own >= 0))
+    return _in_ranges(code, calls["start_ns"].to_numpy(np.int64),
+                      calls["end_ns"].to_numpy(np.int64), s_code,
+                      inst["start_ns"].to_numpy(np.int64), inst["end_ns"].to_numpy(np.int64))
 
 
-def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _codes(values: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Position (int32) of each value in ``table`` (sorted, distinct, small: threads or
+    processes with steps), -1 where absent."""
+    if not len(table):
+        return np.full(len(values), -1, dtype=np.int32)
+    if len(table) == 1:
+        return np.where(values == table[0], np.int32(0), np.int32(-1))
+    pos = np.searchsorted(table, values).astype(np.int32)
+    pos[pos == len(table)] = 0
+    pos[table[pos] != values] = -1
+    return pos
+
+
+def _in_ranges(p_code: np.ndarray, p_start: np.ndarray, p_end: np.ndarray,
+               r_code: np.ndarray, r_start: np.ndarray, r_end: np.ndarray) -> np.ndarray:
+    """:func:`~cgprof.metrics.intervals.assign_to_ranges` with the keys coded 0..k-1 (-1: a
+    point whose key has no range): the index of the range of the same code that contains
+    each point (the latest-starting one that begins by the point), or -1.
+
+    Points sorted by start (API calls are) and few codes: per code, each range's first point
+    at or after its start (a ``searchsorted`` of the ranges into the points, not of a
+    million points into the ranges); repeating each range's number up to the next one's
+    first point numbers the latest range begun by every point. Otherwise one
+    ``searchsorted`` of the points into the ranges over the composite
+    ``code * width + (start - lo)``, which sorts as (code, start). (Few million-row
+    temporaries: each costs its page faults.)"""
+    m = len(p_start)
+    if not len(r_start) or not m:
+        return np.full(m, -1, dtype=np.int64)
+    order = np.lexsort((r_start, r_code))
+    rc, rs = r_code[order], r_start[order]
+    k = int(rc[-1]) + 1
+    if k <= 4 and not (p_start[1:] < p_start[:-1]).any():
+        j = None
+        bounds = np.searchsorted(rc, np.arange(k + 1))
+        for c, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            if a == b:
+                continue
+            at = np.searchsorted(p_start, rs[a:b], "left")
+            runs = np.diff(np.concatenate([[0], at, [m]]))
+            jc = np.repeat(np.concatenate([[-1], np.arange(a, b)]), runs)
+            if j is None:
+                j = jc
+                j[p_code != c] = -1
+            else:
+                mine = p_code == c
+                j[mine] = jc[mine]
+        if j is None:
+            return np.full(m, -1, dtype=np.int64)
+    else:
+        lo = min(int(rs[0]), int(p_start.min()))
+        width = max(int(r_start.max()), int(p_start.max())) - lo + 1
+        if k * width >= 2**62:
+            return assign_to_ranges(p_code, p_start, p_end, r_code, r_start, r_end)
+        j = np.searchsorted(rc * width + (rs - lo),
+                            p_code.astype(np.int64) * width + (p_start - lo), "right") - 1
+        j[(j >= 0) & (rc[np.maximum(j, 0)] != p_code)] = -1
+    bad = j < 0
+    np.maximum(j, 0, out=j)
+    if (order == np.arange(len(order))).all():  # ranges in (code, start) order: j is the index
+        bad |= p_end > r_end[j]
+        j[bad] = -1
+        return j
+    res = r_end[order][j]
+    bad |= p_end > res
+    np.take(order, j, out=res)
+    res[bad] = -1
+    return res
+
+
+def _as_reindexed(values: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """Per-step int64 values (0 where ``found`` is False), as the pandas ``reindex`` of an
+    int64 column over the steps made them: through float64 when a step is missing (NaN), so
+    values past 2**53 round the same way and the table stays what it was."""
+    return values if found.all() else values.astype(np.float64).astype(np.int64)
+
+
+def _family_codes(fam: pd.Series) -> tuple[np.ndarray, list]:
+    """Category code of every call's family (-1: missing) and the families."""
+    cat = fam.array if isinstance(fam.dtype, pd.CategoricalDtype) else pd.Categorical(fam)
+    return cat.codes, list(cat.categories)
+
+
+def _names_with(names: pd.Series, texts: tuple[str, ...]) -> np.ndarray:
+    """Rows whose name contains one of ``texts`` (``L.name_contains`` of each, or-ed), for a
+    categorical decided once per category and read through the codes once."""
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        out = np.zeros(len(names), dtype=bool)
+        for t in texts:
+            out |= L.name_contains(names, t)
+        return out
+    per_cat = np.asarray([any(t in str(c) for t in texts) for c in names.cat.categories]
+                         + [False], dtype=bool)
+    return per_cat[names.cat.codes.to_numpy()]  # code -1 (missing) picks the final False
+
+
+def _is_value(col: pd.Series, value: str) -> np.ndarray:
+    """``(col == value).to_numpy()``, for a categorical through its codes."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = col.cat.categories
+        if value not in cats:
+            return np.zeros(len(col), dtype=bool)
+        return col.cat.codes.to_numpy() == cats.get_loc(value)
+    return (col == value).to_numpy(dtype=bool)
+
+
+def _busy_per_step(step: np.ndarray, start: np.ndarray, end: np.ndarray, n: int
+                   ) -> dict[str, np.ndarray]:
+    """Per step (arrays of length n): ops, first start, last end, busy (the length of the
+    union of the step's ops) and ``found`` (the step has ops). Rows sorted by (step,
+    start_ns); a step's ops end where the running maximum of ``end_ns`` (restarted per step)
+    says, and its idle time is the sum of the gaps between a start and the running maximum
+    before it: :func:`~cgprof.metrics.intervals.union_busy` on numpy arrays."""
+    out = {k: np.zeros(n, dtype=np.int64) for k in ("ops", "first", "last", "busy")}
+    out["found"] = np.zeros(n, dtype=bool)
+    m = len(step)
+    if not m:
+        return out
+    first = np.empty(m, dtype=bool)
+    first[0] = True
+    np.not_equal(step[1:], step[:-1], out=first[1:])
+    at = np.flatnonzero(first)
+    # The running maximum of end_ns restarted per step. One plain running maximum serves
+    # when no step's first op ends before the ops of earlier steps did (steps follow each
+    # other on the GPU); else lift each step above the ones before it (steps are sorted, so
+    # the step number is a rising offset) so that one running maximum restarts per step.
+    runmax = np.maximum.accumulate(end)
+    if not (runmax[at[1:] - 1] <= end[at[1:]]).all():
+        lo = int(end.min())
+        span = int(end.max()) - lo + 1
+        if (int(step[-1]) + 1) * span < 2**62:
+            off = np.multiply(step, span, dtype=np.int64)
+            np.subtract(end, lo, out=runmax)
+            runmax += off
+            np.maximum.accumulate(runmax, out=runmax)
+            runmax -= off
+            runmax += lo
+        else:
+            for a, b in zip(at, np.append(at[1:], m), strict=True):
+                np.maximum.accumulate(end[a:b], out=runmax[a:b])
+    gap = np.empty(m, dtype=np.int64)
+    gap[0] = 0
+    np.subtract(start[1:], runmax[:-1], out=gap[1:])
+    np.maximum(gap, 0, out=gap)
+    gap[first] = 0
+    s = step[at]
+    out["ops"][s] = np.diff(np.append(at, m))
+    out["first"][s] = start[at]
+    out["last"][s] = runmax[np.append(at[1:], m) - 1]
+    out["busy"][s] = out["last"][s] - out["first"][s] - np.add.reduceat(gap, at)
+    out["found"][s] = True
+    return out
+
+
+def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops: pd.DataFrame,
+             whole: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The step table and call_steps; numpy over the few columns needed, each call and op
+    given its step once, counts and sums per step by ``np.bincount``."""
     n = len(inst)
     idx = np.arange(n)
     if whole:
@@ -245,155 +452,291 @@ def _measure(trace, inst, calls, ops, whole: bool) -> tuple[pd.DataFrame, pd.Dat
     else:
         call_step = _attribute_calls(calls, inst)
     # Steps that captured a graph (calls made during stream capture, or its begin call).
-    begins = (L.name_contains(calls["name"], "StreamBeginCapture")
-              | L.name_contains(calls["name"], "GraphInstantiate"))
+    begins = _names_with(calls["name"], ("StreamBeginCapture", "GraphInstantiate"))
     in_capture = calls["in_capture"].to_numpy(dtype=bool)
     capturing = call_step[(call_step >= 0) & (in_capture | begins)]
-    # Only the columns used below: a filtered copy of every column of a 10M-row frame is GBs.
     live = (call_step >= 0) & ~in_capture
-    c = calls[["pid", "corr_id", "family", "dur_ns"]].assign(step=call_step)
-    c = c if live.all() else c[live]
+    every = bool(live.all())
 
-    def count(mask: pd.Series) -> np.ndarray:
-        return np.bincount(c.loc[mask, "step"].to_numpy(np.int64), minlength=n)[:n]
+    def pick(a: np.ndarray) -> np.ndarray:  # the live calls' values
+        return a if every else a[live]
 
-    def host(mask: pd.Series) -> np.ndarray:
-        sub = c.loc[mask]
-        return np.bincount(sub["step"].to_numpy(np.int64),
-                           weights=sub["dur_ns"].to_numpy(np.float64), minlength=n)[:n]
+    step_c = pick(call_step)
+    # Calls and host time per (step, family): one bincount each over step * k + family.
+    fcode, fams = _family_codes(calls["family"])
+    k = len(fams) + 1
+    bins = np.multiply(step_c, k, dtype=np.int64)
+    bins += pick(fcode)
+    bins += 1  # slot 0: no family
+    per_fam = np.bincount(bins, minlength=n * k)[: n * k].reshape(n, k)
+    dur = pick(calls["dur_ns"].to_numpy(np.int64)).astype(np.float64)
+    host_fam = np.bincount(bins, weights=dur, minlength=n * k)[: n * k].reshape(n, k)
+    del bins, dur
 
-    groups, warm = _groups(trace, inst) if not whole else ([""] * n, [False] * n)
-    fam = c["family"]
-    is_launch = fam.isin([L.KERNEL_LAUNCH, L.GRAPH_LAUNCH])
+    def fam_col(table: np.ndarray, family: str) -> np.ndarray:
+        return table[:, fams.index(family) + 1] if family in fams else np.zeros(n, table.dtype)
+
+    launches = fam_col(per_fam, L.KERNEL_LAUNCH)
+    graph_launches = fam_col(per_fam, L.GRAPH_LAUNCH)
+    launch_host = fam_col(host_fam, L.KERNEL_LAUNCH) + fam_col(host_fam, L.GRAPH_LAUNCH)
+
+    if whole:
+        groups, warm_a = np.full(n, "", dtype=object), np.zeros(n, dtype=bool)
+    else:
+        groups, warm_a = _groups(ranges, inst)
+    start_ns = inst["start_ns"].to_numpy(np.int64)
+    end_ns = inst["end_ns"].to_numpy(np.int64)
+    dur_ns = end_ns - start_ns
+    captured = np.zeros(n, dtype=bool)
+    captured[capturing] = True
+    launched = graph_launches > 0
+    # Graphs "existed" for a step when an earlier step (in time) replayed one.
+    order = np.argsort(start_ns, kind="stable")
+    before = np.cumsum(launched[order]) - launched[order]
+    seen = np.zeros(n, dtype=bool)
+    seen[order] = before > 0
+    recapture = captured & seen & ~warm_a
+    mode = np.select([captured & ~recapture, warm_a, launched],
+                     ["capture", "warmup", "graph"], default="eager")
+
+    # GPU work -> step of its launch call, on (pid, corr_id).
+    in_graph = ops["in_graph"].to_numpy(dtype=bool)
+    op_step, replays, call_steps = _launch_steps(ops, calls, live if not every else None,
+                                                 step_c, in_graph, n, whole)
+    hit = op_step >= 0
+    all_hit = bool(hit.all())
+
+    def mine(a: np.ndarray) -> np.ndarray:  # the values of the ops of some step
+        return a if all_hit else a[hit]
+
+    # Ops per (step, class): 0/1 non-kernel eager/replayed, 2/3 kernel eager/replayed,
+    # 4 graph-granularity replay rows.
+    cls = np.where(_is_value(ops["kind"], "graph"), np.int8(4),
+                   _is_value(ops["kind"], "kernel").astype(np.int8) * np.int8(2) + in_graph)
+    bins = np.multiply(mine(op_step), 5, dtype=np.int64)
+    bins += mine(cls)
+    per_cls = np.bincount(bins, minlength=n * 5)[: n * 5].reshape(n, 5)
+    del cls, bins
+    hidden = per_cls[:, 4] > 0
+    # The union of each step's ops, of its replayed ops and of its other ops: ops sorted by
+    # (step, start_ns), then the two subsets as masks of that order.
+    st, ig = mine(op_step), mine(in_graph)
+    s0 = mine(ops["start_ns"].to_numpy(np.int64))
+    e0 = mine(ops["end_ns"].to_numpy(np.int64))
+    del op_step
+    by_time = _time_sorted(s0, e0)
+    if not by_time or np.any(st[1:] < st[:-1]):
+        # in time order already, a stable sort by step keeps each step's ops in time order
+        order = np.argsort(st, kind="stable") if by_time else np.lexsort((e0, s0, st))
+        st, ig, s0, e0 = st[order], ig[order], s0[order], e0[order]
+        del order
+    u = _busy_per_step(st, s0, e0, n)
+    g_busy = _busy_per_step(st[ig], s0[ig], e0[ig], n)
+    e_busy = _busy_per_step(st[~ig], s0[~ig], e0[~ig], n)
+    del st, ig, s0, e0
+
+    found = u["found"]
+    missing = ~found
+    span = u["last"] - u["first"]
+    busy = _as_reindexed(u["busy"], found)
+    if found.all():
+        idle = span - u["busy"]
+    else:
+        idle = (span.astype(np.float64) - u["busy"].astype(np.float64)).astype(np.int64)
+    span = _as_reindexed(span, found)
+    effective = np.maximum(dur_ns, span)
+    span_f = np.where(missing, 0.0, span.astype(np.float64))
+    ok = found & (span_f > 0)
+    compactness = np.divide(busy.astype(np.float64), span_f, out=np.zeros(n), where=ok)
+    eff_ok = effective > 0
+    busy_pct = np.divide(100.0 * busy, effective.astype(np.float64), out=np.zeros(n),
+                         where=eff_ok)
+    # Graph-granularity rows hide the replay's inside: its kernels and gaps are unknown.
     out = pd.DataFrame({
         "step": idx,
         "index": inst["index"].to_numpy(np.int64),
         "payload": pd.array(inst["payload"], dtype="Int64"),
         "group": groups,
+        "mode": mode,
         "pid": inst["pid"].to_numpy(np.int64),
         "tid": inst["tid"].to_numpy(np.int64),
-        "start_ns": inst["start_ns"].to_numpy(np.int64),
-        "end_ns": inst["end_ns"].to_numpy(np.int64),
-        "api_calls": count(pd.Series(True, index=c.index)),
-        "kernel_launches": count(fam == L.KERNEL_LAUNCH),
-        "graph_launches": count(fam == L.GRAPH_LAUNCH),
-        "memcpy_calls": count(fam == L.MEMCPY),
-        "sync_calls": count(fam == L.SYNC),
-        "launch_host_ns": host(is_launch).astype(np.int64),
-        "sync_host_ns": host(fam == L.SYNC).astype(np.int64),
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "dur_ns": dur_ns,
+        "effective_ns": effective,
+        "api_calls": np.bincount(step_c, minlength=n)[:n],
+        "kernel_launches": launches,
+        "graph_launches": graph_launches,
+        "memcpy_calls": fam_col(per_fam, L.MEMCPY),
+        "sync_calls": fam_col(per_fam, L.SYNC),
+        "launch_host_ns": launch_host.astype(np.int64),
+        "sync_host_ns": fam_col(host_fam, L.SYNC).astype(np.int64),
+        "kernels": pd.arrays.IntegerArray(
+            np.where(hidden, 0, per_cls[:, 2] + per_cls[:, 3]), hidden.copy()),
+        "graph_replays": replays,
+        "gpu_ops": _as_reindexed(u["ops"], found),
+        "gpu_start_ns": pd.arrays.IntegerArray(_as_reindexed(u["first"], found), missing),
+        "gpu_end_ns": pd.arrays.IntegerArray(_as_reindexed(u["last"], found), missing.copy()),
+        "gpu_span_ns": pd.arrays.IntegerArray(span, missing.copy()),
+        "gpu_busy_ns": busy,
+        "gpu_idle_ns": pd.arrays.IntegerArray(idle, missing.copy()),
+        "compactness": pd.arrays.FloatingArray(compactness, ~ok | hidden),
+        "busy_pct": pd.arrays.FloatingArray(busy_pct, ~eff_ok),
+        # Filled by classify_steps() once the GPU gaps are known.
+        "launch_wait_ns": np.zeros(n, dtype=np.int64),
+        "launch_bound": np.zeros(n, dtype=bool),
+        "graph_kernels": pd.arrays.IntegerArray(per_cls[:, 3].copy(), hidden.copy()),
+        "eager_kernels": pd.array(per_cls[:, 2].copy(), dtype="Int64"),
+        "graph_gpu_ns": _as_reindexed(g_busy["busy"], g_busy["found"]),
+        "eager_gpu_ns": _as_reindexed(e_busy["busy"], e_busy["found"]),
+        "recapture": recapture,
+        "fallback": seen & ~launched & ~warm_a & ~recapture,
+        "in_window": ~np.isin(mode, OUT_OF_WINDOW_MODES),
     })
-    out["dur_ns"] = out["end_ns"] - out["start_ns"]
-    captured = np.zeros(n, dtype=bool)
-    captured[capturing] = True
-    launched = out["graph_launches"].to_numpy() > 0
-    # Graphs "existed" for a step when an earlier step (in time) replayed one.
-    order = np.argsort(out["start_ns"].to_numpy(np.int64), kind="stable")
-    before = np.cumsum(launched[order]) - launched[order]
-    seen = np.zeros(n, dtype=bool)
-    seen[order] = before > 0
-    warm_a = np.asarray(warm, dtype=bool)
-    recapture = captured & seen & ~warm_a
-    out["mode"] = np.select(
-        [captured & ~recapture, warm_a, launched],
-        ["capture", "warmup", "graph"], default="eager")
-    out["recapture"] = recapture
-    out["fallback"] = seen & ~launched & ~warm_a & ~recapture
-    out["in_window"] = ~out["mode"].isin(OUT_OF_WINDOW_MODES).to_numpy()
+    return out[STEP_COLUMNS], call_steps
 
-    # GPU work -> step of its launch call, on (pid, corr_id).
-    # Only the op columns used below (a 10M-row copy of every column is GBs).
-    ops = ops[["start_ns", "end_ns", "pid", "corr_id", "kind", "in_graph"]]
-    pair = None if whole else pair_keys(ops, c)
-    row = None
-    if pair is not None and len(pair[1]):
-        # Distinct call keys spanning about their count (one process): every call is its
-        # key's first, and each op's row comes from a lookup table (None otherwise).
-        row = _first_match_dense(pair[0], pair[1])
-    if row is not None:
-        keep = np.arange(len(c), dtype=np.int64)
-        key = c[["pid", "corr_id", "step"]].take(keep)
-        del keep
-    elif pair is not None:
-        # The first call of each (pid, corr_id), in call order (drop_duplicates), and each
-        # op's row among those, from one np.unique of the int64 keys.
-        uniq, first = np.unique(pair[1], return_index=True)
-        keep = np.sort(first)
-        key = c[["pid", "corr_id", "step"]].take(keep)
-    else:
-        key = c[["pid", "corr_id", "step"]].drop_duplicates(["pid", "corr_id"])
-    c = fam = is_launch = None  # big: free before the GPU side's temporaries
-    if whole:
-        w = ops.assign(step=0)
-    elif pair is not None:
-        if row is None:
-            if len(uniq):
-                pos = np.searchsorted(uniq, pair[0])
-                pos[pos == len(uniq)] = 0
-                found = uniq[pos] == pair[0]
-                row = np.where(found, np.searchsorted(keep, first[pos]), -1)
-            else:
-                pos = found = None
-                row = np.full(len(pair[0]), -1, dtype=np.int64)
-            del pos, found, uniq, first, keep
+
+def _launch_steps(ops: pd.DataFrame, calls: pd.DataFrame, live: np.ndarray | None,
+                  step_c: np.ndarray, in_graph: np.ndarray, n: int, whole: bool
+                  ) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """Each op's step (the step of the live call with its (pid, corr_id), the first such
+    call when one repeats; -1: none), graph replays per step (distinct keys among replayed
+    ops) and call_steps (the first live call of each key, in call order). ``live`` selects
+    the live calls (None: every call), whose steps are ``step_c``. Whole-trace: every op is
+    step 0's."""
+    pid_c, corr_c = calls["pid"].to_numpy(), calls["corr_id"].to_numpy()
+    if live is not None:
+        pid_c, corr_c = pid_c[live], corr_c[live]
+    dense = _dense_steps(ops["pid"].to_numpy(), ops["corr_id"].to_numpy(), pid_c, corr_c,
+                         step_c)
+    if dense is not None:  # one process, distinct correlation ids: every call is its key's
+        table, lo = dense
+        call_steps = pd.DataFrame({"pid": pid_c, "corr_id": corr_c, "step": step_c},
+                                  copy=False)
+        del pid_c, corr_c
+        if whole:
+            op_step = np.zeros(len(ops), dtype=np.int32)
+            replays = np.array([len(ops[["pid", "corr_id"]][in_graph].drop_duplicates())])
+            return op_step, replays, call_steps
+        key = ops["corr_id"].to_numpy()
+        key = key - lo if lo else key
+        op_step = _table_get(table, key)
+        # A replay is a distinct key among the replayed ops that have a step.
+        seen = np.zeros(len(table), dtype=bool)
+        seen[key[(op_step >= 0) & in_graph]] = True
+        replays = np.bincount(table[seen], minlength=n)[:n]
+        return op_step, replays, call_steps
+    # ``row``: the position among the live calls of the first one with the op's key (-1:
+    # none); ``keep``: the positions of the first call of each key (None: every call).
+    pair = pair_keys(ops, calls)
+    keep = None
+    if pair is not None:
+        left, right = pair[0], pair[1] if live is None else pair[1][live]
         del pair
-        hit = row >= 0
-        w = ops[hit].reset_index(drop=True)
-        w["step"] = key["step"].to_numpy()[row[hit]]
-        del row, hit
-    else:
-        w = ops.merge(key, on=["pid", "corr_id"], how="inner")
-    kernels = np.bincount(w.loc[w["kind"] == "kernel", "step"].to_numpy(np.int64), minlength=n)
-    replay_rows = w[w["in_graph"]].drop_duplicates(["pid", "corr_id"])
-    out["kernels"] = kernels[:n]
-    is_k = w["kind"] == "kernel"
-    out["graph_kernels"] = pd.array(
-        np.bincount(w.loc[is_k & w["in_graph"], "step"].to_numpy(np.int64), minlength=n)[:n],
-        dtype="Int64")
-    out["eager_kernels"] = pd.array(
-        np.bincount(w.loc[is_k & ~w["in_graph"], "step"].to_numpy(np.int64), minlength=n)[:n],
-        dtype="Int64")
-    in_graph = w["in_graph"].to_numpy(dtype=bool)
-    for col, mask in (("graph_gpu_ns", in_graph), ("eager_gpu_ns", ~in_graph)):
-        ub = union_busy(w.loc[mask, ["step", "start_ns", "end_ns"]], ["step"]).set_index("step")
-        out[col] = ub["busy_ns"].reindex(idx).fillna(0).astype("int64").to_numpy()
-    out["graph_replays"] = np.bincount(replay_rows["step"].to_numpy(np.int64), minlength=n)[:n]
-    u = union_busy(w[["step", "start_ns", "end_ns"]], ["step"])
-    u = u.set_index("step").reindex(idx)
-    out["gpu_ops"] = u["ops"].fillna(0).astype("int64").to_numpy()
-    out["gpu_start_ns"] = pd.array(u["first_start_ns"], dtype="Int64")
-    out["gpu_end_ns"] = pd.array(u["last_end_ns"], dtype="Int64")
-    out["gpu_span_ns"] = pd.array(u["span_ns"], dtype="Int64")
-    out["gpu_busy_ns"] = u["busy_ns"].fillna(0).astype("int64").to_numpy()
-    out["gpu_idle_ns"] = pd.array(u["span_ns"] - u["busy_ns"], dtype="Int64")
-    out["effective_ns"] = np.maximum(out["dur_ns"].to_numpy(np.int64),
-                                     u["span_ns"].fillna(0).to_numpy(np.int64))
-    span = out["gpu_span_ns"].astype("Float64")
-    out["compactness"] = (out["gpu_busy_ns"] / span.where(span > 0)).astype("Float64")
-    eff = out["effective_ns"].where(out["effective_ns"] > 0)
-    out["busy_pct"] = (100.0 * out["gpu_busy_ns"] / eff).astype("Float64")
-    # Graph-granularity rows hide the replay's inside: its kernels and gaps are unknown.
-    hidden = np.bincount(w.loc[w["kind"] == "graph", "step"].to_numpy(np.int64),
-                         minlength=n)[:n] > 0
-    out["kernels"] = pd.array(np.where(hidden, 0, out["kernels"]), dtype="Int64")
-    out.loc[hidden, "kernels"] = pd.NA
-    out.loc[hidden, "graph_kernels"] = pd.NA
-    out.loc[hidden, "compactness"] = pd.NA
-    # Filled by classify_steps() once the GPU gaps are known.
-    out["launch_wait_ns"] = np.zeros(n, dtype=np.int64)
-    out["launch_bound"] = np.zeros(n, dtype=bool)
-    return out[STEP_COLUMNS], key.reset_index(drop=True)
+        row = _first_match_dense(left, right) if len(right) else None
+        if row is None:
+            # The first call of each (pid, corr_id), in call order (drop_duplicates), and each
+            # op's row among the calls, from one np.unique of the int64 keys.
+            uniq, first = np.unique(right, return_index=True)
+            keep = np.sort(first)
+            if len(uniq):
+                pos = np.searchsorted(uniq, left)
+                pos[pos == len(uniq)] = 0
+                row = np.where(uniq[pos] == left, first[pos], -1)
+            else:
+                row = np.full(len(left), -1, dtype=np.int64)
+            del uniq, first
+        del left, right
+        call_steps = pd.DataFrame(
+            {"pid": pid_c, "corr_id": corr_c, "step": step_c} if keep is None else
+            {"pid": pid_c[keep], "corr_id": corr_c[keep], "step": step_c[keep]}, copy=False)
+    else:  # keys that are not plain int64: pandas' duplicated and a left merge
+        c = calls[["pid", "corr_id"]]
+        c = (c if live is None else c[live]).reset_index(drop=True)
+        keep = np.flatnonzero(~c.duplicated(["pid", "corr_id"]).to_numpy(dtype=bool))
+        call_steps = c.take(keep).assign(step=step_c[keep]).reset_index(drop=True)
+        look = call_steps[["pid", "corr_id"]].assign(row=keep)
+        row = (ops[["pid", "corr_id"]].merge(look, on=["pid", "corr_id"], how="left")["row"]
+               .fillna(-1).to_numpy(np.int64))
+        del c, look
+    del pid_c, corr_c
+    if whole:
+        op_step = np.zeros(len(ops), dtype=np.int32)
+        replays = np.array([len(ops[["pid", "corr_id"]][in_graph].drop_duplicates())])
+        return op_step, replays, call_steps
+    hit = row >= 0
+    op_step = np.full(len(ops), -1, dtype=np.int32)
+    op_step[hit] = step_c[row[hit]]
+    # A replay is a distinct (pid, corr_id) among replayed ops: a distinct call row.
+    replayed = np.zeros(len(step_c), dtype=bool)
+    replayed[row[hit & in_graph]] = True
+    replays = np.bincount(step_c[replayed], minlength=n)[:n]
+    return op_step, replays, call_steps
 
 
-def _groups(trace: Trace, inst: pd.DataFrame) -> tuple[list[str], list[bool]]:
+def _dense_steps(o_pid: np.ndarray, o_corr: np.ndarray, pid_c: np.ndarray,
+                 corr_c: np.ndarray, step_c: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """A lookup table from correlation id to step, ``table[corr_id - lo]`` (int32, -1: no
+    call), and ``lo``, for looking up keys (``o_pid``, ``o_corr``: ops, or gaps' next ops)
+    among calls (``pid_c``, ``corr_c``, ``step_c``), when all are of one process (int64
+    keys) and the calls' correlation ids are distinct and span not much more than their
+    count: one write of the table, no hash, sort or int64 position arrays (each
+    million-row temporary costs its page faults). None otherwise."""
+    m = len(corr_c)
+    if not m or m >= 2**31 or not all(a.dtype == np.int64 for a in
+                                      (pid_c, corr_c, o_pid, o_corr)):
+        return None
+    p = pid_c[0]
+    if pid_c.min() != p or pid_c.max() != p or (len(o_pid) and (o_pid.min() != p
+                                                                 or o_pid.max() != p)):
+        return None
+    lo, hi = int(corr_c.min()), int(corr_c.max())
+    room = max(4 * m, 1 << 16)
+    if hi - lo >= room:
+        return None
+    if 0 <= lo and hi < room:  # ids from about 0 (as CUPTI counts): index by the id itself
+        lo = 0
+    table = np.full(hi - lo + 1, -1, dtype=np.int32)
+    table[corr_c - lo if lo else corr_c] = step_c
+    # Steps are >= 0: as many filled slots as calls when no correlation id repeats (else the
+    # first call of each id is needed: the sort path).
+    if np.count_nonzero(table >= 0) != m or (m and step_c.min() < 0):
+        return None
+    return table, lo
+
+
+def _table_get(table: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``table[key]``, -1 where the key is outside the table."""
+    if not len(key) or (key.min() >= 0 and key.max() < len(table)):
+        return table[key]
+    out = np.full(len(key), -1, dtype=table.dtype)
+    inside = (key >= 0) & (key < len(table))
+    out[inside] = table[key[inside]]
+    return out
+
+
+def _time_sorted(start: np.ndarray, end: np.ndarray) -> bool:
+    """Rows in (start_ns, end_ns) order (as cgprof.metrics.gpu.gpu_ops gives them)."""
+    if len(start) < 2:
+        return True
+    if not (start[1:] >= start[:-1]).all():
+        return False
+    tie = np.flatnonzero(start[1:] == start[:-1])
+    return bool((end[tie + 1] >= end[tie]).all())
+
+
+def _groups(ranges: pd.DataFrame, inst: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per step: the innermost other push/pop range enclosing it on its thread (e.g. "eager"),
     and whether a ``warmup`` range of domain ``cgprof`` encloses or lies inside it (the
-    runners' warm-up steps: cgprof.mark's NVTX contract)."""
-    ranges = nvtx_ranges(trace)
+    runners' warm-up steps: cgprof.mark's NVTX contract). ``ranges``: the trace's
+    cgprof.metrics.summaries.nvtx_ranges."""
     ranges = ranges[ranges["event_type"].isin([S.NVTX_PUSHPOP, S.NVTXT_PUSHPOP])]
-    step_names = set(inst["name"].astype(str))
-    others = ranges[~ranges["name"].astype(str).isin(step_names)]
-    result = [""] * len(inst)
-    warm = [False] * len(inst)
+    step_names = set(pd.Series(pd.unique(inst["name"])).astype(str))
+    names = pd.unique(ranges["name"])
+    other_names = pd.Series(names)[~pd.Series(names).astype(str).isin(step_names).to_numpy()]
+    others = ranges[ranges["name"].isin(other_names).to_numpy()]
+    result = np.full(len(inst), "", dtype=object)
+    warm = np.zeros(len(inst), dtype=bool)
     if others.empty:
         return result, warm
     for gtid, steps in inst.groupby("global_tid", sort=False):
@@ -430,8 +773,7 @@ def _groups(trace: Trace, inst: pd.DataFrame) -> tuple[list[str], list[bool]]:
             has = hi > lo
             first_end = np.minimum.reduceat(ends, np.ravel(np.column_stack([lo, hi])))[::2]
             warm_t |= has & (first_end <= e)
-        for pos, nk, wt in zip(steps.index, named, warm_t, strict=True):
-            if nk >= 0 and not result[pos]:
-                result[pos] = names[nk]
-            warm[pos] = warm[pos] or bool(wt)
+        pos = steps.index.to_numpy()  # inst has a RangeIndex; each step is in one group
+        result[pos[named >= 0]] = names[named[named >= 0]]
+        warm[pos] |= warm_t
     return result, warm
