@@ -30,6 +30,7 @@ import pandas as pd
 
 from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
+    arrays_sorted,
     busy_from_gaps,
     first_match,
     gap_sweep,
@@ -86,9 +87,12 @@ def _window_clip(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFr
         return ops
     w0, w1 = window
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    if not len(start) or (start.dtype == end.dtype == np.int64 and start.min() >= w0
+                          and end.max() <= w1 and end.min() > w0 and start.max() < w1):
+        return ops  # nothing to drop or clip (four reductions): no copy of a 10M-row table
     inside = (end > w0) & (start < w1)
-    if not len(start) or (inside.all() and start.min() >= w0 and end.max() <= w1):
-        return ops  # nothing to drop or clip: no copy of a 10M-row table
+    if inside.all() and start.min() >= w0 and end.max() <= w1:
+        return ops
     rows = np.flatnonzero(inside)
     if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
         ops = ops.iloc[rows[0]:rows[-1] + 1]  # one run of rows (ops sorted by start): a view
@@ -121,7 +125,8 @@ def gpu_gaps(
         ops = ops if live.all() else ops[live]
     streams = _stream_table(ops)  # before the gap table exists: its sort is a big transient
     sweep = _Sweep.of(ops)
-    if sweep is not None:
+    sweep_path = sweep is not None
+    if sweep_path:
         gaps = _inner_gaps(sweep.gap_rows(ops), calls)
         busy = sweep.busy()
         del sweep
@@ -132,7 +137,7 @@ def gpu_gaps(
         busy = busy_from_gaps(g, ["device_id"]) if len(ops) else None
         del g
         edges = _edge_gaps(ops, window)
-    all_gaps = _merge_sorted(gaps, edges)
+    all_gaps = _merge_sorted(gaps, edges, ordered=sweep_path)
     if all_gaps is None:
         if len(gaps) and isinstance(gaps["next_api"].dtype, pd.CategoricalDtype):
             gaps = gaps.assign(next_api=_str_array(gaps["next_api"]))  # concat with edges' str
@@ -253,11 +258,10 @@ def _next_launch(pid: np.ndarray, corr: np.ndarray, calls: pd.DataFrame):
     nxt = pd.DataFrame({"pid": pid, "corr_id": corr}, copy=False)
     keys = pair_keys(nxt, calls)
     if keys is not None and len(calls) and isinstance(calls["name"].dtype, pd.CategoricalDtype):
-        row = first_match(*keys)
+        take = first_match(*keys)  # the call's row, -1 where none
         del keys
-        known = row >= 0
-        take = np.where(known, row, 0)
-        del row
+        known = take >= 0
+        take[~known] = 0  # unknown rows read call 0, masked by ``known`` below
         c_start, c_end = calls["start_ns"].to_numpy(), calls["end_ns"].to_numpy()
         api_start, api_end = c_start[take], c_end[take]  # unknown rows: masked by ``known``
         if not (_exact_float(c_start) and _exact_float(c_end)):  # compare as the float path
@@ -347,19 +351,20 @@ def _rows_at(ops: pd.DataFrame, labels: np.ndarray, cols: list[str]) -> dict[str
     return out
 
 
-def _merge_sorted(gaps: pd.DataFrame, edges: pd.DataFrame) -> pd.DataFrame | None:
+def _merge_sorted(gaps: pd.DataFrame, edges: pd.DataFrame,
+                  ordered: bool = False) -> pd.DataFrame | None:
     """``concat([gaps, edges]).sort_values(["device_id", "start_ns"], kind="stable")`` with
     ``kind`` over GAP_KINDS, built column by column: the window-edge rows (two per device at
     most) are inserted into the inner gaps, which are in (device, start) order already.
-    None when that fast path does not apply (then the caller concatenates and sorts)."""
+    None when that fast path does not apply (then the caller concatenates and sorts).
+    ``ordered``: the caller knows the inner gaps are in (device, start) order (no check)."""
     if not len(gaps) or not isinstance(gaps["kind"].dtype, pd.CategoricalDtype):
         return None
     dev = gaps["device_id"].to_numpy()
     start = gaps["start_ns"].to_numpy()
     if dev.dtype != np.int64 or start.dtype != np.int64:
         return None
-    d_step = dev[1:] - dev[:-1]
-    if (d_step < 0).any() or (start[1:][d_step == 0] < start[:-1][d_step == 0]).any():
+    if not ordered and not arrays_sorted([dev, start]):
         return None
     if not len(edges):
         return gaps

@@ -374,8 +374,9 @@ def pair_keys(left: pd.DataFrame, right: pd.DataFrame,
     lo_hi = [(int(p.min()), int(p.max())) for p in pid if len(p)]
     if len({v for pair in lo_hi for v in pair}) <= 1:
         # One process (or none): every pid codes to 0, so each key is its correlation id
-        # (no concatenation, hash or searchsorted of every row).
-        return corr[0].astype(np.int64, copy=True), corr[1].astype(np.int64, copy=True)
+        # (no concatenation, hash or searchsorted of every row; the columns themselves, read
+        # only: no caller writes into its keys).
+        return corr[0], corr[1]
     # the distinct pids (a handful) by hashing, then sorted: not a sort of every row
     pids = np.sort(pd.unique(np.concatenate(pid)))
     lk, rk = (np.searchsorted(pids, p).astype(np.int64, copy=False) << 32 | c for p, c in arrs)
