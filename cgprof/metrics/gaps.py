@@ -32,11 +32,10 @@ from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
     arrays_sorted,
     busy_from_gaps,
-    first_match,
     gap_sweep,
     group_gaps,
     group_order,
-    pair_keys,
+    match_pairs,
     segment_busy,
     union_busy,
 )
@@ -125,8 +124,7 @@ def gpu_gaps(
         ops = ops if live.all() else ops[live]
     streams = _stream_table(ops)  # before the gap table exists: its sort is a big transient
     sweep = _Sweep.of(ops)
-    sweep_path = sweep is not None
-    if sweep_path:
+    if sweep is not None:
         gaps = _inner_gaps(sweep.gap_rows(ops), calls)
         busy = sweep.busy()
         del sweep
@@ -137,7 +135,7 @@ def gpu_gaps(
         busy = busy_from_gaps(g, ["device_id"]) if len(ops) else None
         del g
         edges = _edge_gaps(ops, window)
-    all_gaps = _merge_sorted(gaps, edges, ordered=sweep_path)
+    all_gaps = _merge_sorted(gaps, edges)
     if all_gaps is None:
         if len(gaps) and isinstance(gaps["next_api"].dtype, pd.CategoricalDtype):
             gaps = gaps.assign(next_api=_str_array(gaps["next_api"]))  # concat with edges' str
@@ -256,10 +254,9 @@ def _next_launch(pid: np.ndarray, corr: np.ndarray, calls: pd.DataFrame):
     """The launch call of each gap's next operation, joined on (pid, correlationId): its start
     and end (int64, or float64 with NaN where unknown), ``known``, and its name (``next_api``)."""
     nxt = pd.DataFrame({"pid": pid, "corr_id": corr}, copy=False)
-    keys = pair_keys(nxt, calls)
-    if keys is not None and len(calls) and isinstance(calls["name"].dtype, pd.CategoricalDtype):
-        take = first_match(*keys)  # the call's row, -1 where none
-        del keys
+    take = match_pairs(nxt, calls) if len(calls) and isinstance(
+        calls["name"].dtype, pd.CategoricalDtype) else None  # the call's row, -1 where none
+    if take is not None:
         known = take >= 0
         take[~known] = 0  # unknown rows read call 0, masked by ``known`` below
         c_start, c_end = calls["start_ns"].to_numpy(), calls["end_ns"].to_numpy()
@@ -351,20 +348,18 @@ def _rows_at(ops: pd.DataFrame, labels: np.ndarray, cols: list[str]) -> dict[str
     return out
 
 
-def _merge_sorted(gaps: pd.DataFrame, edges: pd.DataFrame,
-                  ordered: bool = False) -> pd.DataFrame | None:
+def _merge_sorted(gaps: pd.DataFrame, edges: pd.DataFrame) -> pd.DataFrame | None:
     """``concat([gaps, edges]).sort_values(["device_id", "start_ns"], kind="stable")`` with
     ``kind`` over GAP_KINDS, built column by column: the window-edge rows (two per device at
     most) are inserted into the inner gaps, which are in (device, start) order already.
-    None when that fast path does not apply (then the caller concatenates and sorts).
-    ``ordered``: the caller knows the inner gaps are in (device, start) order (no check)."""
+    None when that fast path does not apply (then the caller concatenates and sorts)."""
     if not len(gaps) or not isinstance(gaps["kind"].dtype, pd.CategoricalDtype):
         return None
     dev = gaps["device_id"].to_numpy()
     start = gaps["start_ns"].to_numpy()
     if dev.dtype != np.int64 or start.dtype != np.int64:
         return None
-    if not ordered and not arrays_sorted([dev, start]):
+    if not arrays_sorted([dev, start]):
         return None
     if not len(edges):
         return gaps

@@ -159,21 +159,21 @@ def _segment_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     if not first[1:].any():  # one group (one device): a plain running maximum
         return np.maximum.accumulate(values)
     at = np.flatnonzero(first)
-    if len(at) <= 64:  # a few groups (streams): one accumulate over each, no temporaries
-        out = np.empty_like(values)
-        for a, b in zip(at, [*at[1:], len(values)], strict=True):
-            np.maximum.accumulate(values[a:b], out=out[a:b])
-        return out
-    seg = np.cumsum(first) - 1
     lo = int(values.min())
     span = int(values.max()) - lo + 1
-    if (int(seg[-1]) + 1) * span < 2**62:
-        # Lift each group above every earlier one so one accumulate restarts per group.
-        off = seg * span
-        return np.maximum.accumulate((values - lo) + off) - off + lo
+    if len(at) > 64 and len(at) * span < 2**62:
+        # Lift each group above every earlier one so one accumulate restarts per group
+        # (in place: one offset array and the result).
+        off = np.repeat(np.arange(len(at), dtype=np.int64) * span, np.diff(at, append=len(values)))
+        out = values - lo
+        out += off
+        np.maximum.accumulate(out, out=out)
+        out -= off
+        out += lo
+        return out
+    # a few groups (streams), or values too wide to lift: one accumulate over each
     out = np.empty_like(values)
-    bounds = np.append(np.flatnonzero(first), len(values))
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+    for a, b in zip(at, [*at[1:], len(values)], strict=True):
         np.maximum.accumulate(values[a:b], out=out[a:b])
     return out
 
@@ -360,6 +360,20 @@ def pair_keys(left: pd.DataFrame, right: pd.DataFrame,
     """One int64 key per row for a (pid, corr_id) join: ``code(pid) << 32 | corr_id``, pids
     coded over both frames. None when a column is not plain int64 or a correlation id is
     outside [0, 2**32) (then callers join with pandas)."""
+    return _pair_keys(left, right, cols, copy=True)
+
+
+def match_pairs(left: pd.DataFrame, right: pd.DataFrame) -> np.ndarray | None:
+    """``first_match(*pair_keys(left, right))``: for each left row, the position of the first
+    right row with its (pid, corr_id), or -1; None where :func:`pair_keys` is None. The keys
+    of one process are the correlation-id columns themselves, not copies (only read here)."""
+    keys = _pair_keys(left, right, ("pid", "corr_id"), copy=False)
+    return None if keys is None else first_match(*keys)
+
+
+def _pair_keys(left: pd.DataFrame, right: pd.DataFrame, cols: tuple[str, str],
+               copy: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`pair_keys`; ``copy=False``: one process's keys may be the columns' own arrays."""
     a, b = cols
     arrs = []
     for df in (left, right):
@@ -374,9 +388,8 @@ def pair_keys(left: pd.DataFrame, right: pd.DataFrame,
     lo_hi = [(int(p.min()), int(p.max())) for p in pid if len(p)]
     if len({v for pair in lo_hi for v in pair}) <= 1:
         # One process (or none): every pid codes to 0, so each key is its correlation id
-        # (no concatenation, hash or searchsorted of every row; the columns themselves, read
-        # only: no caller writes into its keys).
-        return corr[0], corr[1]
+        # (no concatenation, hash or searchsorted of every row).
+        return corr[0].astype(np.int64, copy=copy), corr[1].astype(np.int64, copy=copy)
     # the distinct pids (a handful) by hashing, then sorted: not a sort of every row
     pids = np.sort(pd.unique(np.concatenate(pid)))
     lk, rk = (np.searchsorted(pids, p).astype(np.int64, copy=False) << 32 | c for p, c in arrs)

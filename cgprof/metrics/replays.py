@@ -17,11 +17,10 @@ import pandas as pd
 from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
     busy_from_gaps,
-    first_match,
     gap_sweep,
     group_gaps,
     group_order,
-    pair_keys,
+    match_pairs,
     quantile_ns,
     segment_busy,
     sort_stable,
@@ -156,45 +155,59 @@ def _replay_stats(ops: pd.DataFrame, in_graph: np.ndarray) -> dict[str, np.ndarr
     busy = segment_busy(["pid", "corr_id"], [pid, corr], start, end, gap, first)
     stats = {c: busy[c].to_numpy() for c in busy.columns}
     at = np.flatnonzero(first)
-    grp = np.cumsum(first) - 1  # each sorted row's replay
+    n_rep = len(at)
+    size = stats["ops"]
 
     # Device and stream of the replay's first op as a stable sort by start finds it: among the
-    # rows with the replay's first start, the earliest in ops order.
-    tied = start == start[at][grp]
-    where = np.minimum.reduceat(np.where(tied, pos, len(pos)), at)
+    # rows with the replay's first start, the earliest in ops order. Rows are sorted by start
+    # in each replay, so when no replay's second row ties its first, that is the first row.
+    two = size > 1
+    if (start[at[two] + 1] == start[at[two]]).any():
+        tied = start == np.repeat(start[at], size)
+        where = np.minimum.reduceat(np.where(tied, pos, len(pos)), at)
+    else:
+        where = pos[at]
+    where = where if idx is None else idx[where]
     for c in ("device_id", "stream_id"):
-        stats[c] = col(c)[where]
+        stats[c] = ops[c].to_numpy()[where]
 
-    # _node_gaps over the rows after each replay's first (nodes 2..n), replays of 2+ nodes.
-    inner = np.flatnonzero(~first)
-    count = np.diff(np.append(at, len(pid))) - 1
-    has = count > 0
-    at_in = (np.cumsum(count) - count)[has]
-    gap_in, grp_in = gap[inner], grp[inner]
-    # median: sort the gaps within each replay (one sort of replay * width + gap), then the
-    # middle one or the mean of the middle two, as pandas' group median computes it
-    width = int(gap_in.max()) + 1 if len(gap_in) else 1
-    n_rep = len(at)
+    # _node_gaps over the rows after each replay's first (nodes 2..n), replays of 2+ nodes:
+    # "inner" arrays hold those rows in order, replay by replay (``ri``: the replay's index
+    # among those replays; inner row j is sorted row j + 1 + the index of its replay among
+    # all, each replay's first row coming before its inner rows).
+    n_in = size[two] - 1
+    at_in = np.cumsum(n_in) - n_in
+    gap_in = gap[~first]
     median = np.full(n_rep, np.nan)
     after = np.full(n_rep, None, dtype=object)
-    if len(inner):
-        if n_rep * width < 2**62:
-            lift = grp_in * width
-            v = np.sort(gap_in + lift) - lift
+    if len(gap_in):
+        ri = np.repeat(np.arange(len(n_in), dtype=np.int64), n_in)
+        # median: sort the gaps within each replay (one sort of replay * width + gap), then the
+        # middle one or the mean of the middle two, as pandas' group median computes it
+        width = int(gap_in.max()) + 1
+        if len(n_in) * width < 2**62:
+            lift = ri * width
+            v = gap_in + lift
+            v.sort()
+            v -= lift
+            del lift
         else:
-            v = gap_in[np.lexsort((gap_in, grp_in))]
-        n_in = count[has]
+            v = gap_in[np.lexsort((gap_in, ri))]
         lo = v[at_in + (n_in - 1) // 2].astype(np.float64)
         hi = v[at_in + n_in // 2].astype(np.float64)
-        median[has] = (lo + hi) / 2
+        median[two] = (lo + hi) / 2
+        del v
         # the first longest gap of each replay (idxmax), and the kind of the op before it
         longest = np.maximum.reduceat(gap_in, at_in)
-        rank = np.cumsum(has) - 1  # replay -> its index among replays with inner rows
-        hit = gap_in == longest[rank[grp_in]]
-        at_max = np.minimum.reduceat(np.where(hit, np.arange(len(inner)), len(inner)), at_in)
-        before = pos[prev_pos[inner[at_max]]]
+        hits = np.flatnonzero(gap_in == np.repeat(longest, n_in))
+        hit_ri = ri[hits]
+        keep = np.empty(len(hits), dtype=bool)
+        keep[0] = True
+        np.not_equal(hit_ri[1:], hit_ri[:-1], out=keep[1:])
+        at_max = hits[keep]  # one per replay, in replay order
+        before = pos[prev_pos[at_max + np.flatnonzero(two)[ri[at_max]] + 1]]
         before = before if idx is None else idx[before]
-        after[has] = ops["kind"].iloc[before].astype(str).to_numpy()
+        after[two] = ops["kind"].iloc[before].astype(str).to_numpy()
     stats["median_gap_ns"] = median
     stats["longest_gap_after"] = after
     return stats
@@ -205,10 +218,9 @@ def _join_stats(base: pd.DataFrame, stats: dict[str, np.ndarray]) -> pd.DataFram
     ``stats`` of :func:`_replay_stats`: a key lookup, the figures <NA> where a launch has no
     work (Int64 / NaN / None, as the merge and the casts after it give them)."""
     right = pd.DataFrame({"pid": stats["pid"], "corr_id": stats["corr_id"]}, copy=False)
-    keys = pair_keys(base, right)
-    if keys is None:
+    row = match_pairs(base, right)
+    if row is None:
         return base.merge(pd.DataFrame(stats), on=["pid", "corr_id"], how="left")
-    row = first_match(*keys)
     miss = row < 0
     take = np.where(miss, 0, row)
     out = base.copy()
