@@ -548,12 +548,11 @@ def _sums_by_code(code: np.ndarray, ns: np.ndarray, n: int) -> tuple[list[int], 
     are skipped). ``np.bincount`` sums in float64, exact while the total of |ns| stays below
     2**53 (gaps of one device never overlap: their total is below the window's length);
     otherwise one masked int64 sum per code."""
-    keep = (code >= 0) & (code < n)
-    if not keep.all():
+    if len(code) and (int(code.min()) < 0 or int(code.max()) >= n):
+        keep = (code >= 0) & (code < n)
         code, ns = code[keep], ns[keep]
-    code = code.astype(np.intp, copy=False)
     counts = np.bincount(code, minlength=n)[:n]
-    if len(ns) and int(np.abs(ns).max()) * len(ns) < 2**53:
+    if len(ns) and max(-int(ns.min()), int(ns.max())) * len(ns) < 2**53:
         totals = np.bincount(code, weights=ns, minlength=n)[:n]
     else:
         totals = [ns[code == i].sum() for i in range(n)]
