@@ -14,18 +14,60 @@ def is_sorted(df: pd.DataFrame, cols: list[str]) -> bool:
     """True when the rows are already in (cols...) order: then a stable sort is the identity."""
     if len(df) < 2:
         return True
-    tied = np.ones(len(df) - 1, dtype=bool)  # rows equal to their predecessor so far
-    for c in cols:
-        a = df[c].to_numpy()
+    return arrays_sorted([df[c].to_numpy() for c in cols])
+
+
+def arrays_sorted(arrays: list[np.ndarray]) -> bool:
+    """:func:`is_sorted` over columns given as numpy arrays (False unless integer or bool).
+    After the first column that is not constant, only the rows tied so far are compared (a
+    gather of those few, not another pass over every row)."""
+    if not arrays or len(arrays[0]) < 2:
+        return True
+    at = None  # i where rows i and i + 1 tie on the columns so far; None: every i
+    for a in arrays:
         if a.dtype.kind not in "iub":
             return False
-        nxt, prv = a[1:], a[:-1]
-        if (tied & (nxt < prv)).any():
+        nxt, prv = (a[1:], a[:-1]) if at is None else (a[at + 1], a[at])
+        if (nxt < prv).any():
             return False
-        tied &= nxt == prv
-        if not tied.any():
+        tied = nxt == prv
+        if at is None:
+            if tied.all():
+                continue
+            at = np.flatnonzero(tied)
+        else:
+            at = at[tied]
+        if not len(at):
             break
     return True
+
+
+def group_order(karr: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """Positions that put rows in (keys..., start, end) order as a stable sort does; None when
+    they are in that order already. Integer arrays only.
+
+    The trick: rows already in (start, end) order (as :func:`cgprof.metrics.gpu.gpu_ops` makes
+    them) need only a stable sort by their group, and a group is one small integer code (the
+    keys' offsets from their minimum, mixed radix): ``argsort(kind="stable")`` of a uint16 code
+    is a radix sort, O(n), where ``np.lexsort`` of four columns costs ~0.05 s per million rows.
+    """
+    if arrays_sorted([*karr, start, end]):
+        return None
+    if karr and arrays_sorted([start, end]):
+        code = np.zeros(len(start), dtype=np.int64)
+        width = 1
+        for a in karr:
+            lo, hi = int(a.min()), int(a.max())
+            if width * (hi - lo + 1) >= 2**62:
+                break
+            code *= hi - lo + 1
+            code += a - lo
+            width *= hi - lo + 1
+        else:
+            if width <= 2**16:
+                code = code.astype(np.uint16)
+            return np.argsort(code, kind="stable")
+    return np.lexsort([end, start, *karr[::-1]])
 
 
 def sort_stable(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
@@ -48,27 +90,8 @@ def group_gaps(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     first = _group_starts(out, keys)
     if first is None:
         return _group_gaps_pandas(out, keys)
-    n = len(out)
-    end = out["end_ns"].to_numpy()
-    start = out["start_ns"].to_numpy()
-    runmax = _segment_cummax(end, first)
-    # Position of the row that holds the running max: a row "sets" the max when its end is
-    # the new maximum (a group's first row always does); forward-fill that position.
-    # (In place where it can be: at 10M rows each temporary is 80 MB.)
-    holder = np.arange(n)
-    holder[end < runmax] = 0
-    np.maximum.accumulate(holder, out=holder)
-    prev_end = np.empty_like(runmax)
-    prev_end[1:] = runmax[:-1]
-    prev_end[0] = 0
-    del runmax
-    gap = np.subtract(start, prev_end)
-    np.maximum(gap, 0, out=gap)
-    gap[first] = 0
-    prev_holder = np.empty(n, dtype=np.int64)
-    prev_holder[1:] = holder[:-1]
-    prev_holder[0] = 0
-    del holder
+    gap, prev_end, prev_holder = gap_sweep(out["start_ns"].to_numpy(), out["end_ns"].to_numpy(),
+                                           first)
     labels = out.index.to_numpy()
     if isinstance(out.index, pd.RangeIndex) and out.index.start == 0 and out.index.step == 1:
         prev_idx = prev_holder  # labels are positions
@@ -83,6 +106,36 @@ def group_gaps(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         gap_ns=gap.astype(np.int64, copy=False),
         prev_idx=pd.arrays.IntegerArray(prev_idx, first),
     )
+
+
+def gap_sweep(start: np.ndarray, end: np.ndarray,
+              first: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sweep of :func:`group_gaps` over int64 rows sorted into groups (``first`` marks each
+    group's first row): per row its gap (0 on a group's first row), the running max of the
+    ends before it (``prev_end``) and the position of the row that reached that max
+    (``prev_pos``); both 0 on a group's first row."""
+    n = len(start)
+    runmax = _segment_cummax(end, first)
+    # Position of the row that holds the running max: a row "sets" the max when its end is
+    # the new maximum (a group's first row always does); forward-fill that position.
+    # (In place where it can be: at 10M rows each temporary is 80 MB.)
+    holder = np.arange(n)
+    holder[end < runmax] = 0
+    np.maximum.accumulate(holder, out=holder)
+    prev_end = np.empty_like(runmax)
+    prev_end[1:] = runmax[:-1]
+    prev_end[0] = 0
+    del runmax
+    gap = np.subtract(start, prev_end)
+    np.maximum(gap, 0, out=gap)
+    gap[first] = 0
+    prev_pos = np.empty(n, dtype=np.int64)
+    prev_pos[1:] = holder[:-1]
+    prev_pos[0] = 0
+    del holder
+    prev_pos[first] = 0
+    prev_end[first] = 0
+    return gap, prev_end, prev_pos
 
 
 def _group_starts(df: pd.DataFrame, keys: list[str]) -> np.ndarray | None:
@@ -105,16 +158,22 @@ def _segment_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Running maximum of int64 ``values`` restarting where ``first`` is True."""
     if not first[1:].any():  # one group (one device): a plain running maximum
         return np.maximum.accumulate(values)
-    seg = np.cumsum(first) - 1
+    at = np.flatnonzero(first)
     lo = int(values.min())
     span = int(values.max()) - lo + 1
-    if (int(seg[-1]) + 1) * span < 2**62:
-        # Lift each group above every earlier one so one accumulate restarts per group.
-        off = seg * span
-        return np.maximum.accumulate((values - lo) + off) - off + lo
+    if len(at) > 64 and len(at) * span < 2**62:
+        # Lift each group above every earlier one so one accumulate restarts per group
+        # (in place: one offset array and the result).
+        off = np.repeat(np.arange(len(at), dtype=np.int64) * span, np.diff(at, append=len(values)))
+        out = values - lo
+        out += off
+        np.maximum.accumulate(out, out=out)
+        out -= off
+        out += lo
+        return out
+    # a few groups (streams), or values too wide to lift: one accumulate over each
     out = np.empty_like(values)
-    bounds = np.append(np.flatnonzero(first), len(values))
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+    for a, b in zip(at, [*at[1:], len(values)], strict=True):
         np.maximum.accumulate(values[a:b], out=out[a:b])
     return out
 
@@ -187,8 +246,8 @@ def _union_busy_numpy(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
     if df["start_ns"].dtype != np.int64 or df["end_ns"].dtype != np.int64:
         return None
     arrays = [df[c].to_numpy() for c in cols]
-    if not is_sorted(df, cols):
-        order = np.lexsort(arrays[::-1])
+    order = group_order(arrays[:-2], arrays[-2], arrays[-1])
+    if order is not None:
         arrays = [a[order] for a in arrays]
         del order
     *karr, start, end = arrays
@@ -203,7 +262,7 @@ def _union_busy_numpy(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
     del runmax
     np.maximum(gap, 0, out=gap)
     gap[first] = 0
-    return _segment_busy(keys, karr, start, end, gap, first, BUSY_COLUMNS)
+    return segment_busy(keys, karr, start, end, gap, first, BUSY_COLUMNS)
 
 
 def busy_from_gaps(g: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -232,12 +291,13 @@ def busy_from_gaps(g: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def _busy_segments(g: pd.DataFrame, keys: list[str], first: np.ndarray,
                    cols: list[str]) -> pd.DataFrame:
     """:func:`busy_from_gaps` over rows sorted by integer keys: one reduceat per column."""
-    return _segment_busy(keys, [g[k].to_numpy() for k in keys], g["start_ns"].to_numpy(),
+    return segment_busy(keys, [g[k].to_numpy() for k in keys], g["start_ns"].to_numpy(),
                          g["end_ns"].to_numpy(), g["gap_ns"].to_numpy(), first, cols)
 
 
-def _segment_busy(keys: list[str], karr: list[np.ndarray], start: np.ndarray, end: np.ndarray,
-                  gap: np.ndarray, first: np.ndarray, cols: list[str]) -> pd.DataFrame:
+def segment_busy(keys: list[str], karr: list[np.ndarray], start: np.ndarray, end: np.ndarray,
+                 gap: np.ndarray, first: np.ndarray,
+                 cols: list[str] = BUSY_COLUMNS) -> pd.DataFrame:
     """The busy table of rows sorted into groups (``first`` marks each group's first row),
     given each row's gap to the union of the rows before it: one reduceat per column."""
     at = np.flatnonzero(first)
@@ -300,6 +360,20 @@ def pair_keys(left: pd.DataFrame, right: pd.DataFrame,
     """One int64 key per row for a (pid, corr_id) join: ``code(pid) << 32 | corr_id``, pids
     coded over both frames. None when a column is not plain int64 or a correlation id is
     outside [0, 2**32) (then callers join with pandas)."""
+    return _pair_keys(left, right, cols, copy=True)
+
+
+def match_pairs(left: pd.DataFrame, right: pd.DataFrame) -> np.ndarray | None:
+    """``first_match(*pair_keys(left, right))``: for each left row, the position of the first
+    right row with its (pid, corr_id), or -1; None where :func:`pair_keys` is None. The keys
+    of one process are the correlation-id columns themselves, not copies (only read here)."""
+    keys = _pair_keys(left, right, ("pid", "corr_id"), copy=False)
+    return None if keys is None else first_match(*keys)
+
+
+def _pair_keys(left: pd.DataFrame, right: pd.DataFrame, cols: tuple[str, str],
+               copy: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`pair_keys`; ``copy=False``: one process's keys may be the columns' own arrays."""
     a, b = cols
     arrs = []
     for df in (left, right):
@@ -315,7 +389,7 @@ def pair_keys(left: pd.DataFrame, right: pd.DataFrame,
     if len({v for pair in lo_hi for v in pair}) <= 1:
         # One process (or none): every pid codes to 0, so each key is its correlation id
         # (no concatenation, hash or searchsorted of every row).
-        return corr[0].astype(np.int64, copy=True), corr[1].astype(np.int64, copy=True)
+        return corr[0].astype(np.int64, copy=copy), corr[1].astype(np.int64, copy=copy)
     # the distinct pids (a handful) by hashing, then sorted: not a sort of every row
     pids = np.sort(pd.unique(np.concatenate(pid)))
     lk, rk = (np.searchsorted(pids, p).astype(np.int64, copy=False) << 32 | c for p, c in arrs)
@@ -386,11 +460,11 @@ def _distinct_table(key: np.ndarray) -> tuple[np.ndarray, int] | None:
     lo, hi = int(key.min()), int(key.max())
     if hi - lo >= max(4 * n, 1 << 16):
         return None
-    pos = np.arange(n, dtype=np.int64)
     table = np.full(hi - lo + 1, -1, dtype=np.int64)
-    k = key - lo
-    table[k] = pos
-    if not (table[k] == pos).all():
+    table[key - lo] = np.arange(n, dtype=np.int64)
+    # A repeated key overwrites its earlier slot: the keys are distinct exactly when n slots
+    # are filled (a sequential count, not a gather that reads every key's slot back).
+    if np.count_nonzero(table >= 0) != n:
         return None
     return table, lo
 

@@ -15,7 +15,16 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import busy_from_gaps, group_gaps, quantile_ns, sort_stable
+from cgprof.metrics.intervals import (
+    busy_from_gaps,
+    gap_sweep,
+    group_gaps,
+    group_order,
+    match_pairs,
+    quantile_ns,
+    segment_busy,
+    sort_stable,
+)
 
 REPLAY_COLUMNS = [
     "replay", "pid", "tid", "corr_id", "api", "api_start_ns", "api_dur_ns", "device_id",
@@ -54,12 +63,6 @@ def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> R
     """Join graph launch calls to the GPU work they replayed (see module doc)."""
     launches = calls[(calls["family"] == L.GRAPH_LAUNCH) & ~calls["in_capture"]]
     launches = launches.sort_values("start_ns", kind="stable").reset_index(drop=True)
-    in_graph = ops["in_graph"].to_numpy(dtype=bool)
-    # the columns used below only (ops is a 10M-row table on big traces)
-    work = ops[["pid", "corr_id", "start_ns", "end_ns", "kind", "device_id", "stream_id"]]
-    work = work if in_graph.all() else work[in_graph]
-    keys = ["pid", "corr_id"]
-    gaps = group_gaps(work[keys + ["start_ns", "end_ns"]], keys) if len(work) else None
     base = pd.DataFrame({
         "replay": np.arange(len(launches), dtype=np.int64),
         "pid": launches["pid"].to_numpy(dtype=np.int64),
@@ -69,19 +72,7 @@ def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> R
         "api_start_ns": launches["start_ns"].to_numpy(dtype=np.int64),
         "api_dur_ns": launches["dur_ns"].to_numpy(dtype=np.int64),
     })
-    if gaps is not None and len(base):
-        stats = busy_from_gaps(gaps, keys)
-        where = sort_stable(work[["pid", "corr_id", "device_id", "stream_id", "start_ns"]],
-                            ["start_ns"]).drop_duplicates(["pid", "corr_id"])
-        where = where[["pid", "corr_id", "device_id", "stream_id"]]
-        stats = stats.merge(where, on=["pid", "corr_id"], how="left")
-        stats = stats.merge(_node_gaps(gaps, work["kind"]), on=keys, how="left")
-        base = base.merge(stats, on=["pid", "corr_id"], how="left")
-    else:
-        for c in ("device_id", "stream_id", "first_start_ns", "last_end_ns", "span_ns",
-                  "busy_ns", "ops", "gaps_ns", "max_gap_ns", "median_gap_ns",
-                  "longest_gap_after"):
-            base[c] = pd.Series([pd.NA] * len(base), dtype="Int64")
+    base = _with_stats(base, ops)
     for c in ("device_id", "stream_id", "first_start_ns", "last_end_ns", "span_ns", "busy_ns",
               "ops", "gaps_ns", "max_gap_ns"):
         base[c] = base[c].astype("Int64")
@@ -106,6 +97,141 @@ def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> R
     replays = base[REPLAY_COLUMNS]
     return ReplayResult(replays=replays, summary=_summary(replays), node_level=node_level,
                         cost_model=_cost_model(replays))
+
+
+def _with_stats(base: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """``base`` (the launch calls) joined on (pid, corr_id) to the figures of the GPU work they
+    replayed: busy table columns, device_id/stream_id (of the replay's first op), median_gap_ns
+    and longest_gap_after (:func:`_node_gaps`); all <NA> where a launch has no work."""
+    in_graph = ops["in_graph"].to_numpy(dtype=bool)
+    fast = _replay_stats(ops, in_graph) if len(base) else None
+    if fast is not None:
+        return _join_stats(base, fast)
+    # the columns used below only (ops is a 10M-row table on big traces)
+    work = ops[["pid", "corr_id", "start_ns", "end_ns", "kind", "device_id", "stream_id"]]
+    work = work if in_graph.all() else work[in_graph]
+    keys = ["pid", "corr_id"]
+    gaps = group_gaps(work[keys + ["start_ns", "end_ns"]], keys) if len(work) else None
+    if gaps is not None and len(base):
+        stats = busy_from_gaps(gaps, keys)
+        where = sort_stable(work[["pid", "corr_id", "device_id", "stream_id", "start_ns"]],
+                            ["start_ns"]).drop_duplicates(["pid", "corr_id"])
+        where = where[["pid", "corr_id", "device_id", "stream_id"]]
+        stats = stats.merge(where, on=["pid", "corr_id"], how="left")
+        stats = stats.merge(_node_gaps(gaps, work["kind"]), on=keys, how="left")
+        return base.merge(stats, on=["pid", "corr_id"], how="left")
+    for c in ("device_id", "stream_id", "first_start_ns", "last_end_ns", "span_ns",
+              "busy_ns", "ops", "gaps_ns", "max_gap_ns", "median_gap_ns",
+              "longest_gap_after"):
+        base[c] = pd.Series([pd.NA] * len(base), dtype="Int64")
+    return base
+
+
+_WORK_INTS = ("pid", "corr_id", "start_ns", "end_ns", "device_id", "stream_id")
+
+
+def _replay_stats(ops: pd.DataFrame, in_graph: np.ndarray) -> dict[str, np.ndarray] | None:
+    """What :func:`_with_stats`' frame path computes per replay, in numpy over the in-graph ops
+    (sorted by (pid, corr_id, start, end) through :func:`group_order`, no frame copies): one
+    entry per replay, replays in (pid, corr_id) order. None (take the frame path) when there is
+    no in-graph op or a column is not plain int64."""
+    if not in_graph.any() or any(ops[c].dtype != np.int64 for c in _WORK_INTS):
+        return None
+    idx = None if in_graph.all() else np.flatnonzero(in_graph)  # positions in ops
+
+    def col(c: str) -> np.ndarray:
+        a = ops[c].to_numpy()
+        return a if idx is None else a[idx]
+
+    pid, corr, start, end = col("pid"), col("corr_id"), col("start_ns"), col("end_ns")
+    order = group_order([pid, corr], start, end)
+    pos = np.arange(len(pid)) if order is None else order  # sorted row -> work row
+    if order is not None:
+        pid, corr, start, end = pid[order], corr[order], start[order], end[order]
+    first = np.empty(len(pid), dtype=bool)
+    first[0] = True
+    first[1:] = (pid[1:] != pid[:-1]) | (corr[1:] != corr[:-1])
+    gap, _, prev_pos = gap_sweep(start, end, first)
+    busy = segment_busy(["pid", "corr_id"], [pid, corr], start, end, gap, first)
+    stats = {c: busy[c].to_numpy() for c in busy.columns}
+    at = np.flatnonzero(first)
+    n_rep = len(at)
+    size = stats["ops"]
+
+    # Device and stream of the replay's first op as a stable sort by start finds it: among the
+    # rows with the replay's first start, the earliest in ops order. Rows are sorted by start
+    # in each replay, so when no replay's second row ties its first, that is the first row.
+    two = size > 1
+    if (start[at[two] + 1] == start[at[two]]).any():
+        tied = start == np.repeat(start[at], size)
+        where = np.minimum.reduceat(np.where(tied, pos, len(pos)), at)
+    else:
+        where = pos[at]
+    where = where if idx is None else idx[where]
+    for c in ("device_id", "stream_id"):
+        stats[c] = ops[c].to_numpy()[where]
+
+    # _node_gaps over the rows after each replay's first (nodes 2..n), replays of 2+ nodes:
+    # "inner" arrays hold those rows in order, replay by replay (``ri``: the replay's index
+    # among those replays; inner row j is sorted row j + 1 + the index of its replay among
+    # all, each replay's first row coming before its inner rows).
+    n_in = size[two] - 1
+    at_in = np.cumsum(n_in) - n_in
+    gap_in = gap[~first]
+    median = np.full(n_rep, np.nan)
+    after = np.full(n_rep, None, dtype=object)
+    if len(gap_in):
+        ri = np.repeat(np.arange(len(n_in), dtype=np.int64), n_in)
+        # median: sort the gaps within each replay (one sort of replay * width + gap), then the
+        # middle one or the mean of the middle two, as pandas' group median computes it
+        width = int(gap_in.max()) + 1
+        if len(n_in) * width < 2**62:
+            lift = ri * width
+            v = gap_in + lift
+            v.sort()
+            v -= lift
+            del lift
+        else:
+            v = gap_in[np.lexsort((gap_in, ri))]
+        lo = v[at_in + (n_in - 1) // 2].astype(np.float64)
+        hi = v[at_in + n_in // 2].astype(np.float64)
+        median[two] = (lo + hi) / 2
+        del v
+        # the first longest gap of each replay (idxmax), and the kind of the op before it
+        longest = np.maximum.reduceat(gap_in, at_in)
+        hits = np.flatnonzero(gap_in == np.repeat(longest, n_in))
+        hit_ri = ri[hits]
+        keep = np.empty(len(hits), dtype=bool)
+        keep[0] = True
+        np.not_equal(hit_ri[1:], hit_ri[:-1], out=keep[1:])
+        at_max = hits[keep]  # one per replay, in replay order
+        before = pos[prev_pos[at_max + np.flatnonzero(two)[ri[at_max]] + 1]]
+        before = before if idx is None else idx[before]
+        after[two] = ops["kind"].iloc[before].astype(str).to_numpy()
+    stats["median_gap_ns"] = median
+    stats["longest_gap_after"] = after
+    return stats
+
+
+def _join_stats(base: pd.DataFrame, stats: dict[str, np.ndarray]) -> pd.DataFrame:
+    """``base.merge(stats, on=["pid", "corr_id"], how="left")`` for the one-row-per-replay
+    ``stats`` of :func:`_replay_stats`: a key lookup, the figures <NA> where a launch has no
+    work (Int64 / NaN / None, as the merge and the casts after it give them)."""
+    right = pd.DataFrame({"pid": stats["pid"], "corr_id": stats["corr_id"]}, copy=False)
+    row = match_pairs(base, right)
+    if row is None:
+        return base.merge(pd.DataFrame(stats), on=["pid", "corr_id"], how="left")
+    miss = row < 0
+    take = np.where(miss, 0, row)
+    out = base.copy()
+    for c in ("ops", "first_start_ns", "last_end_ns", "span_ns", "busy_ns", "gaps_ns",
+              "max_gap_ns", "gap_count", "device_id", "stream_id"):
+        out[c] = pd.arrays.IntegerArray(stats[c][take].astype(np.int64), miss.copy())
+    out["median_gap_ns"] = np.where(miss, np.nan, stats["median_gap_ns"][take])
+    after = stats["longest_gap_after"][take]
+    after[miss] = None
+    out["longest_gap_after"] = after
+    return out
 
 
 def _node_gaps(gaps: pd.DataFrame, kinds: pd.Series) -> pd.DataFrame:
