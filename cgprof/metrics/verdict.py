@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import join_unique
+from cgprof.metrics.coverage import call_steps_of, family_mask, step_positions
 
 #: Median gap between consecutive nodes of a replay (ns), H200 node-level traces.
 NODE_GAP_NS = 420
@@ -99,29 +99,36 @@ def _calls(n: float | None) -> str:
     return f"{n:.0f} launch call{'' if round(n) == 1 else 's'}"
 
 
-def host_launch_ns(calls: pd.DataFrame, call_steps: pd.DataFrame,
-                   steps: pd.Series) -> tuple[float, str]:
+def host_launch_ns(calls: pd.DataFrame, call_steps: pd.DataFrame, steps: pd.Series,
+                   call_step: np.ndarray | None = None) -> tuple[float, str]:
     """This host's eager launch cost h: p50 host time of kernel launch calls (outside capture)
     in ``steps``, else anywhere in the trace, else DEFAULT_HOST_LAUNCH_NS; and where it came
-    from ("window steps", "whole trace" or "default")."""
-    sel = ((calls["family"] == L.KERNEL_LAUNCH) & ~calls["in_capture"]).to_numpy(dtype=bool)
-    kl = calls[["pid", "corr_id", "dur_ns"]][sel]
-    if len(kl):
-        mine = join_unique(kl, call_steps[call_steps["step"].isin(steps)])
-        if len(mine):
-            return float(np.median(mine["dur_ns"].to_numpy(np.float64))), "window steps"
-        return float(np.median(kl["dur_ns"].to_numpy(np.float64))), "whole trace"
-    return float(DEFAULT_HOST_LAUNCH_NS), "default"
+    from ("window steps", "whole trace" or "default"). ``call_step``: the step of each call
+    (:func:`cgprof.metrics.coverage.call_steps_of`), when the caller has it already."""
+    sel = family_mask(calls, L.KERNEL_LAUNCH)
+    if not sel.any():
+        return float(DEFAULT_HOST_LAUNCH_NS), "default"
+    if call_step is None:
+        call_step = call_steps_of(calls, call_steps)
+    dur = calls["dur_ns"].to_numpy(np.int64)
+    mine = sel & (step_positions(call_step, steps.to_numpy(np.int64)) >= 0)
+    if mine.any():
+        return float(np.median(dur[mine].astype(np.float64))), "window steps"
+    return float(np.median(dur[sel].astype(np.float64))), "whole trace"
 
 
-def _pre_launch_ns(steps: pd.DataFrame, calls: pd.DataFrame,
-                   call_steps: pd.DataFrame) -> np.ndarray:
+def _pre_launch_ns(steps: pd.DataFrame, calls: pd.DataFrame, call_steps: pd.DataFrame,
+                   call_step: np.ndarray | None = None) -> np.ndarray:
     """Per step: host time from the step's start to its first launch call (0 when none)."""
-    sel = (calls["family"].isin([L.KERNEL_LAUNCH, L.GRAPH_LAUNCH])
-           & ~calls["in_capture"]).to_numpy(dtype=bool)
-    la = join_unique(calls[["pid", "corr_id", "start_ns"]][sel], call_steps)
-    first = la.groupby("step")["start_ns"].min()
-    f = first.reindex(steps["step"].to_numpy()).to_numpy(np.float64)
+    if call_step is None:
+        call_step = call_steps_of(calls, call_steps)
+    sel = family_mask(calls, L.KERNEL_LAUNCH, L.GRAPH_LAUNCH)
+    pos = step_positions(call_step[sel], steps["step"].to_numpy(np.int64))
+    mine = pos >= 0
+    none = np.iinfo(np.int64).max
+    first = np.full(len(steps), none, dtype=np.int64)
+    np.minimum.at(first, pos[mine], calls["start_ns"].to_numpy(np.int64)[sel][mine])
+    f = np.where(first == none, np.nan, first.astype(np.float64))
     pre = f - steps["start_ns"].to_numpy(np.float64)
     return np.where(np.isnan(pre), 0.0, np.maximum(pre, 0.0))
 
@@ -152,12 +159,14 @@ def verdict(
     calls: pd.DataFrame | None = None,
     call_steps: pd.DataFrame | None = None,
     graph_trace_mode: str | None = None,
+    call_step: np.ndarray | None = None,
 ) -> Verdict:
     """Summarise the window's steps into a verdict (see module doc for the estimate).
 
     steps: the window steps (``StepResult.window_steps()``); replays: ReplayResult of the
     window; coverage: CoverageResult; calls / call_steps: API calls and their steps (for this
-    host's launch cost and the host time before each step's first launch).
+    host's launch cost and the host time before each step's first launch); call_step: the
+    step of each call (:func:`cgprof.metrics.coverage.call_steps_of`), when already known.
     """
     if steps.empty:
         return Verdict(kind="no steps", lines=["no steps to judge"])
@@ -185,7 +194,9 @@ def verdict(
     if call_steps is None:
         call_steps = pd.DataFrame({c: pd.Series(dtype="int64") for c in ("pid", "corr_id",
                                                                            "step")})
-    h, h_source = host_launch_ns(calls, call_steps, eager["step"])
+    if call_step is None:
+        call_step = call_steps_of(calls, call_steps)
+    h, h_source = host_launch_ns(calls, call_steps, eager["step"], call_step)
     gap = float(NODE_GAP_NS)
     gap_source = "H200 node-level traces"
     own_gap = replays.summary["median_gap_ns"]["p50"] if has_replays else None
@@ -200,7 +211,7 @@ def verdict(
         "graph_launch_per_node_ns": GRAPH_LAUNCH_PER_NODE_H * h,
     }
     if len(eager):
-        pre = _pre_launch_ns(eager, calls, call_steps)
+        pre = _pre_launch_ns(eager, calls, call_steps, call_step)
         est = estimate_graphed(eager, pre, h, gap)
         v.assumptions["kept_host_ns_p50"] = float(np.median(pre))
         v.assumptions["synced_steps"] = float((eager["sync_calls"] > 0).sum())
