@@ -17,10 +17,10 @@ import pandas as pd
 from cgprof.engine import release_memory
 from cgprof.metrics.coverage import (
     CoverageResult,
-    call_steps_of,
+    StepLaunches,
     family_mask,
     graph_coverage,
-    step_positions,
+    window_positions,
 )
 from cgprof.metrics.gaps import GapResult, gpu_gaps
 from cgprof.metrics.gpu import gpu_ops
@@ -79,15 +79,15 @@ class AnalysisResult:
     step_gaps: pd.DataFrame
 
 
-def _window_calls(calls: pd.DataFrame, steps: StepResult, win_steps: pd.DataFrame,
-                  call_step: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _window_calls(calls: pd.DataFrame, steps: StepResult,
+                  call_pos: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The API calls of the window steps, twice: the columns the launch table reads (every
     family), and the graph-launch calls with the columns the replay join reads. Narrow
-    copies: a filtered copy of every column of a 10M-call frame is a GB. ``call_step``: the
-    step of each call (:func:`cgprof.metrics.coverage.call_steps_of`)."""
+    copies: a filtered copy of every column of a 10M-call frame is a GB. ``call_pos``: each
+    call's window step (:func:`cgprof.metrics.coverage.window_positions`; -1: none)."""
     if steps.source == "whole-trace":
         return calls, calls
-    hit = step_positions(call_step, win_steps["step"].to_numpy(np.int64)) >= 0
+    hit = call_pos >= 0
     cols = ["pid", "tid", "corr_id", "start_ns", "dur_ns", "name", "family", "in_capture"]
     launches = calls[["name", "family", "in_capture", "dur_ns"]][hit].reset_index(drop=True)
     graph = hit & family_mask(calls, GRAPH_LAUNCH, live=False)
@@ -138,18 +138,20 @@ def analyze(
         gaps = gpu_gaps(ops, calls, window=window)
     gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
-    call_step = call_steps_of(calls, steps.call_steps)  # the step of every call, once
-    win_calls, replay_calls = _window_calls(calls, steps, win_steps, call_step)
+    call_pos = window_positions(calls, steps.call_steps, win_steps)  # once, for every call
+    win_calls, replay_calls = _window_calls(calls, steps, call_pos)
+    launches = StepLaunches.of(calls, call_pos)  # read by the coverage and the verdict
+    del call_pos
     say("measuring graph replays")
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
     replays = graph_replays(ops, replay_calls, node_level=node_level)
     del replay_calls
     say("summarising")
-    coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps, call_step)
+    coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps, launches)
     release_memory()
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
-                graph_trace_mode=trace.meta.graph_trace_mode, call_step=call_step)
-    del call_step
+                graph_trace_mode=trace.meta.graph_trace_mode, launches=launches)
+    del launches
     info = {
         "path": str(trace.path),
         "nsys_version": trace.meta.nsys_version,

@@ -98,17 +98,55 @@ def step_positions(step_of: np.ndarray, steps: np.ndarray) -> np.ndarray:
     return lut[np.where(inside, step_of, len(lut) - 1)]
 
 
-def family_mask(calls: pd.DataFrame, *families: str, live: bool = True) -> np.ndarray:
-    """Calls of these launch families (``live``: not recorded during stream capture)."""
+def family_mask(calls: pd.DataFrame, *families: str, live: bool = True,
+                rows: np.ndarray | None = None) -> np.ndarray:
+    """Calls of these launch families (``live``: not recorded during stream capture), for every
+    call or for the call rows ``rows``."""
     fam = calls["family"]
     if isinstance(fam.dtype, pd.CategoricalDtype):  # one lookup per code, no string compare
         wanted = np.append(fam.cat.categories.isin(families), False)  # code -1: the last
-        sel = wanted[fam.cat.codes.to_numpy()]
+        codes = fam.cat.codes.to_numpy()
+        sel = wanted[codes if rows is None else codes[rows]]
     else:
         sel = fam.isin(families).to_numpy(dtype=bool)
+        sel = sel if rows is None else sel[rows]
     if live:
-        sel &= ~calls["in_capture"].to_numpy(dtype=bool)
+        cap = calls["in_capture"].to_numpy(dtype=bool)
+        sel &= ~(cap if rows is None else cap[rows])
     return sel
+
+
+def window_positions(calls: pd.DataFrame, call_steps: pd.DataFrame,
+                     steps: pd.DataFrame) -> np.ndarray:
+    """For every API call (``calls`` row order), the row of ``steps`` (rows of the step table,
+    e.g. the window steps) holding the call's step; -1 for a call in none of them."""
+    return step_positions(call_steps_of(calls, call_steps), steps["step"].to_numpy(np.int64))
+
+
+@dataclass
+class StepLaunches:
+    """The live (not captured) kernel and graph launch calls of some steps, as row numbers:
+    what the coverage and the verdict read, found once for both instead of by merges.
+
+    rows    row numbers in ``calls``, ascending
+    pos     the row of the steps frame (:func:`window_positions`) holding each call's step
+    kernel  True for a kernel launch, False for a graph launch
+    """
+
+    rows: np.ndarray
+    pos: np.ndarray
+    kernel: np.ndarray
+
+    @classmethod
+    def of(cls, calls: pd.DataFrame, call_pos: np.ndarray) -> StepLaunches:
+        """From the API calls and :func:`window_positions` of them."""
+        if calls.empty:
+            none = np.zeros(0, dtype=np.int64)
+            return cls(rows=none, pos=none, kernel=np.zeros(0, dtype=bool))
+        rows = np.flatnonzero(family_mask(calls, L.KERNEL_LAUNCH, L.GRAPH_LAUNCH)
+                              & (call_pos >= 0))
+        return cls(rows=rows, pos=call_pos[rows],
+                   kernel=family_mask(calls, L.KERNEL_LAUNCH, live=False, rows=rows))
 
 
 def graph_coverage(
@@ -116,14 +154,14 @@ def graph_coverage(
     kernels: pd.DataFrame,
     calls: pd.DataFrame,
     call_steps: pd.DataFrame,
-    call_step: np.ndarray | None = None,
+    launches: StepLaunches | None = None,
 ) -> CoverageResult:
     """Coverage of ``window_steps`` (rows of the step table).
 
     ``kernels`` is ``Trace.kernels``; ``calls`` comes from
     :func:`cgprof.metrics.launches.api_calls`; ``call_steps`` is ``StepResult.call_steps``
-    (pid, corr_id, step of every attributed call); ``call_step``, when the caller has it
-    already, is :func:`call_steps_of` of those two.
+    (pid, corr_id, step of every attributed call); ``launches``, when the caller has them
+    already (the verdict reads them too), are the :class:`StepLaunches` of ``window_steps``.
     """
     ws = window_steps
     n = len(ws)
@@ -155,9 +193,9 @@ def graph_coverage(
         "fallbacks": len(fall),
         "partial_steps": int(partial.sum()),
     }
-    if call_step is None:
-        call_step = call_steps_of(calls, call_steps)
-    top, launch_host = _eager_top(ws, kernels, calls, call_step)
+    if launches is None:
+        launches = StepLaunches.of(calls, window_positions(calls, call_steps, ws))
+    top, launch_host = _eager_top(ws, kernels, calls, launches)
     basis = partial if partial.any() else np.ones(n, dtype=bool)
     per_step = {
         "kernel_launches": _p50(kl[basis]),
@@ -183,18 +221,44 @@ def _codes(values: pd.Series) -> tuple[np.ndarray, list[Any]]:
     return codes, list(uniques)
 
 
-def _pair_keys(left: pd.DataFrame, right: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """One int64 key per (pid, corr_id) of each frame, equal where the pairs are equal."""
-    keys = pair_keys(left, right)
+def _key_table(key: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """``table[k - lo]`` = the position of int64 key ``k`` in ``key`` (-1: none), and ``lo``;
+    None when a key repeats or the keys span far more than their count (then callers sort)."""
+    if len(key) == 0:
+        return None
+    lo, hi = int(key.min()), int(key.max())
+    if hi - lo >= max(4 * len(key), 1 << 16):
+        return None
+    pos = np.arange(len(key), dtype=np.int64)
+    table = np.full(hi - lo + 1, -1, dtype=np.int64)
+    table[key - lo] = pos
+    if not (table[key - lo] == pos).all():
+        return None
+    return table, lo
+
+
+def _launch_keys(kernels: pd.DataFrame, calls: pd.DataFrame,
+                 launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 key per (pid, corr_id) of every kernel and of the calls ``launch`` (rows),
+    equal where the pairs are. One process (the usual trace): its correlation ids as they are,
+    no copy; else :func:`~cgprof.metrics.intervals.pair_keys`, else pandas numbers the pairs."""
+    cols = [kernels["pid"], kernels["corr_id"], calls["pid"], calls["corr_id"]]
+    if all(c.dtype == np.int64 for c in cols) and len(kernels) and len(calls):
+        kp, cp = cols[0].to_numpy(), cols[2].to_numpy()
+        if kp.min() == kp.max() == cp.min() == cp.max():
+            return cols[1].to_numpy(), cols[3].to_numpy()[launch]
+    keys = pair_keys(kernels, calls)
     if keys is not None:
-        return keys
-    both = pd.concat([left[["pid", "corr_id"]], right[["pid", "corr_id"]]], ignore_index=True)
-    codes = both.groupby(["pid", "corr_id"], sort=False, dropna=False).ngroup().to_numpy()
-    return codes[:len(left)].astype(np.int64), codes[len(left):].astype(np.int64)
+        return keys[0], keys[1][launch]
+    both = pd.concat([kernels[["pid", "corr_id"]], calls[["pid", "corr_id"]].take(launch)],
+                     ignore_index=True)
+    codes = both.groupby(["pid", "corr_id"], sort=False, dropna=False).ngroup()
+    codes = codes.to_numpy(np.int64)
+    return codes[:len(kernels)], codes[len(kernels):]
 
 
 def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
-               call_step: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+               launches: StepLaunches) -> tuple[pd.DataFrame, np.ndarray]:
     """Top eager kernels per window step, and each window step's kernel-launch host time.
 
     Over row numbers, not frames: the window's kernel launch calls (live, each (pid, corr_id)
@@ -203,20 +267,26 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
     host = np.zeros(n, dtype=np.int64)
     if n == 0 or calls.empty:
         return _empty_top(), host.astype(np.float64)
-    pos = step_positions(call_step, ws["step"].to_numpy(np.int64))
-    launch = np.flatnonzero(family_mask(calls, L.KERNEL_LAUNCH) & (pos >= 0))
-    kernel_key, call_key = _pair_keys(kernels, calls)
-    launch_key = call_key[launch]
-    first = first_match(launch_key, launch_key) == np.arange(len(launch))
-    if not first.all():  # a repeated (pid, corr_id): its first call only, as drop_duplicates
-        launch, launch_key = launch[first], launch_key[first]
+    launch, pos = launches.rows[launches.kernel], launches.pos[launches.kernel]
+    kernel_key, launch_key = _launch_keys(kernels, calls, launch)
+    # Each (pid, corr_id) once, its first call (as drop_duplicates): one lookup table serves
+    # that check and the kernels' match below; only repeated keys take the sorting way.
+    table = _key_table(launch_key)
+    if table is None and len(launch):
+        first = first_match(launch_key, launch_key) == np.arange(len(launch))
+        launch, pos, launch_key = launch[first], pos[first], launch_key[first]
     call_dur = calls["dur_ns"].to_numpy(np.int64)[launch]
-    np.add.at(host, pos[launch], call_dur)
+    np.add.at(host, pos, call_dur)
     host = host.astype(np.float64)
     eager = np.flatnonzero(kernels["graph_node_id"].isna().to_numpy(dtype=bool))
     if len(eager) == 0 or len(launch) == 0:
         return _empty_top(), host
-    row = first_match(kernel_key[eager], launch_key)  # each eager kernel's launch call
+    if table is not None:  # each eager kernel's launch call
+        k = kernel_key[eager] - table[1]
+        inside = (k >= 0) & (k < len(table[0]))
+        row = np.where(inside, table[0][np.where(inside, k, 0)], -1)
+    else:
+        row = first_match(kernel_key[eager], launch_key)
     hit = row >= 0
     eager, row = eager[hit], row[hit]
     if len(eager) == 0:

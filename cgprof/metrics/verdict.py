@@ -45,7 +45,13 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.coverage import call_steps_of, family_mask, step_positions
+from cgprof.metrics.coverage import (
+    StepLaunches,
+    call_steps_of,
+    family_mask,
+    step_positions,
+    window_positions,
+)
 
 #: Median gap between consecutive nodes of a replay (ns), H200 node-level traces.
 NODE_GAP_NS = 420
@@ -99,35 +105,40 @@ def _calls(n: float | None) -> str:
     return f"{n:.0f} launch call{'' if round(n) == 1 else 's'}"
 
 
-def host_launch_ns(calls: pd.DataFrame, call_steps: pd.DataFrame, steps: pd.Series,
-                   call_step: np.ndarray | None = None) -> tuple[float, str]:
+def host_launch_ns(calls: pd.DataFrame, call_steps: pd.DataFrame,
+                   steps: pd.Series) -> tuple[float, str]:
     """This host's eager launch cost h: p50 host time of kernel launch calls (outside capture)
     in ``steps``, else anywhere in the trace, else DEFAULT_HOST_LAUNCH_NS; and where it came
-    from ("window steps", "whole trace" or "default"). ``call_step``: the step of each call
-    (:func:`cgprof.metrics.coverage.call_steps_of`), when the caller has it already."""
-    sel = family_mask(calls, L.KERNEL_LAUNCH)
-    if not sel.any():
-        return float(DEFAULT_HOST_LAUNCH_NS), "default"
-    if call_step is None:
-        call_step = call_steps_of(calls, call_steps)
+    from ("window steps", "whole trace" or "default")."""
+    pos = step_positions(call_steps_of(calls, call_steps), steps.to_numpy(np.int64))
+    launches = StepLaunches.of(calls, pos)
+    return _host_launch(calls, launches, np.ones(len(steps), dtype=bool))
+
+
+def _host_launch(calls: pd.DataFrame, launches: StepLaunches,
+                 mine: np.ndarray) -> tuple[float, str]:
+    """:func:`host_launch_ns` over the kernel launches of ``launches`` in steps ``mine``
+    (a bool per row of their steps frame)."""
     dur = calls["dur_ns"].to_numpy(np.int64)
-    mine = sel & (step_positions(call_step, steps.to_numpy(np.int64)) >= 0)
-    if mine.any():
-        return float(np.median(dur[mine].astype(np.float64))), "window steps"
-    return float(np.median(dur[sel].astype(np.float64))), "whole trace"
+    rows = launches.rows[launches.kernel & mine[launches.pos]]
+    if len(rows):
+        return float(np.median(dur[rows].astype(np.float64))), "window steps"
+    sel = family_mask(calls, L.KERNEL_LAUNCH) if len(calls) else np.zeros(0, dtype=bool)
+    if sel.any():
+        return float(np.median(dur[sel].astype(np.float64))), "whole trace"
+    return float(DEFAULT_HOST_LAUNCH_NS), "default"
 
 
-def _pre_launch_ns(steps: pd.DataFrame, calls: pd.DataFrame, call_steps: pd.DataFrame,
-                   call_step: np.ndarray | None = None) -> np.ndarray:
-    """Per step: host time from the step's start to its first launch call (0 when none)."""
-    if call_step is None:
-        call_step = call_steps_of(calls, call_steps)
-    sel = family_mask(calls, L.KERNEL_LAUNCH, L.GRAPH_LAUNCH)
-    pos = step_positions(call_step[sel], steps["step"].to_numpy(np.int64))
-    mine = pos >= 0
+def _pre_launch_ns(steps: pd.DataFrame, calls: pd.DataFrame, launches: StepLaunches,
+                   mine: np.ndarray) -> np.ndarray:
+    """Per step: host time from the step's start to its first launch call (0 when none).
+    ``steps`` are the rows ``mine`` (a bool per row) of the steps frame of ``launches``."""
+    index = np.where(mine, np.cumsum(mine) - 1, -1)  # steps-frame row -> row of ``steps``
+    pos = index[launches.pos]
+    hit = pos >= 0
     none = np.iinfo(np.int64).max
     first = np.full(len(steps), none, dtype=np.int64)
-    np.minimum.at(first, pos[mine], calls["start_ns"].to_numpy(np.int64)[sel][mine])
+    np.minimum.at(first, pos[hit], calls["start_ns"].to_numpy(np.int64)[launches.rows[hit]])
     f = np.where(first == none, np.nan, first.astype(np.float64))
     pre = f - steps["start_ns"].to_numpy(np.float64)
     return np.where(np.isnan(pre), 0.0, np.maximum(pre, 0.0))
@@ -159,14 +170,14 @@ def verdict(
     calls: pd.DataFrame | None = None,
     call_steps: pd.DataFrame | None = None,
     graph_trace_mode: str | None = None,
-    call_step: np.ndarray | None = None,
+    launches: StepLaunches | None = None,
 ) -> Verdict:
     """Summarise the window's steps into a verdict (see module doc for the estimate).
 
     steps: the window steps (``StepResult.window_steps()``); replays: ReplayResult of the
     window; coverage: CoverageResult; calls / call_steps: API calls and their steps (for this
-    host's launch cost and the host time before each step's first launch); call_step: the
-    step of each call (:func:`cgprof.metrics.coverage.call_steps_of`), when already known.
+    host's launch cost and the host time before each step's first launch); launches: the
+    :class:`~cgprof.metrics.coverage.StepLaunches` of ``steps``, when the caller has them.
     """
     if steps.empty:
         return Verdict(kind="no steps", lines=["no steps to judge"])
@@ -177,9 +188,9 @@ def verdict(
     # effective_ns: a graphed step's host range ends long before its replay does.
     v.eager_step_p50_ns = _p50(eager["effective_ns"])
     v.graph_step_p50_ns = _p50(graph["effective_ns"])
-    launches = steps["kernel_launches"] + steps["graph_launches"]
-    v.eager_launches_per_step = _p50(launches[eager.index])
-    v.graph_launches_per_step = _p50(launches[graph.index])
+    per_step = steps["kernel_launches"] + steps["graph_launches"]
+    v.eager_launches_per_step = _p50(per_step[eager.index])
+    v.graph_launches_per_step = _p50(per_step[graph.index])
     v.eager_busy_pct_p50 = _p50(eager["busy_pct"].astype("float64"))
     v.graph_busy_pct_p50 = _p50(graph["busy_pct"].astype("float64"))
     has_replays = replays is not None and len(replays.replays) > 0
@@ -194,9 +205,10 @@ def verdict(
     if call_steps is None:
         call_steps = pd.DataFrame({c: pd.Series(dtype="int64") for c in ("pid", "corr_id",
                                                                            "step")})
-    if call_step is None:
-        call_step = call_steps_of(calls, call_steps)
-    h, h_source = host_launch_ns(calls, call_steps, eager["step"], call_step)
+    if launches is None:
+        launches = StepLaunches.of(calls, window_positions(calls, call_steps, steps))
+    is_eager = (steps["mode"] == "eager").to_numpy(dtype=bool)
+    h, h_source = _host_launch(calls, launches, is_eager)
     gap = float(NODE_GAP_NS)
     gap_source = "H200 node-level traces"
     own_gap = replays.summary["median_gap_ns"]["p50"] if has_replays else None
@@ -211,7 +223,7 @@ def verdict(
         "graph_launch_per_node_ns": GRAPH_LAUNCH_PER_NODE_H * h,
     }
     if len(eager):
-        pre = _pre_launch_ns(eager, calls, call_steps, call_step)
+        pre = _pre_launch_ns(eager, calls, launches, is_eager)
         est = estimate_graphed(eager, pre, h, gap)
         v.assumptions["kept_host_ns_p50"] = float(np.median(pre))
         v.assumptions["synced_steps"] = float((eager["sync_calls"] > 0).sum())
