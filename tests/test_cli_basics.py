@@ -1,6 +1,7 @@
 import subprocess
 import sys
 
+import click
 from click.testing import CliRunner
 
 import cgprof
@@ -30,3 +31,37 @@ def test_python_m_cgprof_and_no_torch_import():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "Usage: cgprof" in proc.stdout
+
+
+def test_commands_load_lazily_and_analyze_imports_only_what_it_uses(tmp_path):
+    """`cgprof analyze` imports its own command module, not the other commands' (run's runner
+    configuration, check's rules) nor torch, plotly, dask or sqlite_utils."""
+    from pathlib import Path
+
+    trace = Path(__file__).resolve().parents[1] / "traces" / "mlp_train_eager.sqlite"
+    code = (
+        "import sys; from cgprof.cli import main\n"
+        f"try:\n    main(['analyze', {str(trace)!r}, '--quiet'])\n"
+        "except SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+        "heavy = ('torch', 'plotly', 'dask', 'distributed', 'sqlite_utils')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy\n"
+        "             or m.startswith(('cgprof.commands.', 'cgprof.runners'))))\n"
+    )
+    env = {**__import__("os").environ, "CGPROF_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == (
+        "['cgprof.commands.analyze', 'cgprof.commands.engine_opts']")
+
+
+def test_lazy_command_table_matches_the_commands():
+    """Every entry of cli.COMMANDS loads a command of that name, and help lists them all."""
+    from cgprof.cli import COMMANDS
+
+    ctx = click.Context(main)
+    for name in COMMANDS:
+        assert main.get_command(ctx, name).name == name
+    result = CliRunner().invoke(main, ["--help"])
+    lines = result.output.split("Commands:\n")[1].splitlines()
+    assert [line.split()[0] for line in lines if line.strip()] == sorted(COMMANDS)
