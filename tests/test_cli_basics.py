@@ -56,12 +56,27 @@ def test_commands_load_lazily_and_analyze_imports_only_what_it_uses(tmp_path):
 
 
 def test_lazy_command_table_matches_the_commands():
-    """Every entry of cli.COMMANDS loads a command of that name, and help lists them all."""
-    from cgprof.cli import COMMANDS
+    """Every entry of cli.COMMANDS loads a command of that name whose help starts with the
+    entry's summary, and `cgprof --help` lists them as click would from the commands."""
+    import inspect
 
+    from cgprof.cli import COMMANDS, LazyGroup
+
+    code = ("import sys; from cgprof.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cgprof.commands.')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr  # help imports none
+    lazy = {w: CliRunner().invoke(main, ["--help"], terminal_width=w).output
+            for w in (60, 80, 200)}
     ctx = click.Context(main)
-    for name in COMMANDS:
-        assert main.get_command(ctx, name).name == name
-    result = CliRunner().invoke(main, ["--help"])
-    lines = result.output.split("Commands:\n")[1].splitlines()
-    assert [line.split()[0] for line in lines if line.strip()] == sorted(COMMANDS)
+    eager = click.Group(main.name, help=main.help, params=main.params,
+                        context_settings=main.context_settings)
+    for name, (_, _, summary) in COMMANDS.items():
+        cmd = main.get_command(ctx, name)
+        assert cmd.name == name and cmd.short_help is None
+        assert inspect.cleandoc(cmd.help).split("\n\n")[0] == summary
+        eager.add_command(cmd)
+    assert isinstance(main, LazyGroup)
+    for w, text in lazy.items():
+        assert text == CliRunner().invoke(eager, ["--help"], terminal_width=w).output
