@@ -301,23 +301,42 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
     names, name_of = _codes(kernels["name"])
     apis, api_of = _codes(calls["name"])
     kc, ac = names[eager].astype(np.int64), apis[launch[row]].astype(np.int64)
+    gpu_ns = kernels["dur_ns"].to_numpy(np.int64)[eager]
     named = kc >= 0  # a kernel without a name has no group (pandas drops NaN keys)
+    if not named.all():
+        kc, ac, gpu_ns, api_ns = kc[named], ac[named], gpu_ns[named], api_ns[named]
     m = len(name_of)
-    count = np.bincount(kc[named], minlength=m)
-    gpu = np.zeros(m, dtype=np.int64)
-    np.add.at(gpu, kc[named], kernels["dur_ns"].to_numpy(np.int64)[eager][named])
-    api_host = np.zeros(m, dtype=np.int64)
-    np.add.at(api_host, kc[named], api_ns[named])
+    count = np.bincount(kc, minlength=m)
+    gpu, api_host = _sum_by(kc, gpu_ns, m), _sum_by(kc, api_ns, m)
     groups = np.flatnonzero(count)
+    if len(groups) == 0:
+        return _empty_top(), host
+    # most GPU time first, then by name (as sort_values(["gpu_ns", "name"], [False, True]))
+    gpu_per = gpu[groups].astype(np.float64) / n
+    label = [str(name_of[g]) for g in groups]
+    order = sorted(range(len(groups)), key=lambda i: (-gpu_per[i], label[i]))[:EAGER_TOP_N]
+    top_groups = groups[order]
     top = pd.DataFrame({
-        "name": np.asarray([str(name_of[g]) for g in groups], dtype=object),
-        "kernels": count[groups].astype(np.float64) / n,
-        "gpu_ns": gpu[groups].astype(np.float64) / n,
-        "launch_api": np.asarray(_launch_api(kc, ac, groups, api_of), dtype=object),
-        "launch_host_ns": api_host[groups].astype(np.float64) / n,
+        "name": np.asarray([label[i] for i in order], dtype=object),
+        "kernels": count[top_groups].astype(np.float64) / n,
+        "gpu_ns": gpu_per[order],
+        "launch_api": np.asarray(_launch_api(kc, ac, top_groups, api_of), dtype=object),
+        "launch_host_ns": api_host[top_groups].astype(np.float64) / n,
     })
-    top = top.sort_values(["gpu_ns", "name"], ascending=[False, True], kind="stable")
-    return top.head(EAGER_TOP_N).reset_index(drop=True)[EAGER_TOP_COLUMNS], host
+    return top, host
+
+
+def _sum_by(code: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
+    """Exact int64 sums of ``values`` per ``code`` in [0, m): ``np.bincount``'s float sums
+    when every partial sum stays an exact float (values >= 0, total below 2**53), else
+    ``np.add.at`` in int64."""
+    if len(values) and values.min() >= 0:
+        total = np.bincount(code, weights=values, minlength=m)
+        if total.sum() < 2**53:
+            return total.astype(np.int64)
+    out = np.zeros(m, dtype=np.int64)
+    np.add.at(out, code, values)
+    return out
 
 
 def _launch_api(kc: np.ndarray, ac: np.ndarray, groups: np.ndarray,
@@ -325,9 +344,10 @@ def _launch_api(kc: np.ndarray, ac: np.ndarray, groups: np.ndarray,
     """Per kernel name code in ``groups``, the API name that launched most of its kernels
     (``kc``/``ac``: name and API codes per kernel); a tie goes to the (name, API) pair seen
     first, as a ``groupby(sort=False)`` counted then sorted stably would order them."""
-    both = (kc >= 0) & (ac >= 0)
     width = max(len(api_of), 1)
-    pair = kc[both] * width + ac[both]
+    pair = kc * width + ac
+    if (ac < 0).any():  # a call without a name: no pair (pandas drops NaN keys)
+        pair = pair[ac >= 0]
     table = np.bincount(pair, minlength=(int(kc.max()) + 1) * width).reshape(-1, width)
     out: list[str | None] = []
     for g in groups:

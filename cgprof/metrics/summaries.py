@@ -23,11 +23,10 @@ STAT_COLUMNS = ["total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns"]
 
 def _codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Integer codes (-1: missing) and the values they stand for, of a (categorical) column."""
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        return (values.cat.codes.to_numpy().astype(np.int64),
-                np.asarray(values.cat.categories, dtype=object))
+    if isinstance(values.dtype, pd.CategoricalDtype):  # int8/int16 codes: kept that narrow
+        return values.cat.codes.to_numpy(), np.asarray(values.cat.categories, dtype=object)
     codes, uniques = pd.factorize(values)
-    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+    return codes, np.asarray(uniques, dtype=object)
 
 
 def _sorted_in_groups(group: np.ndarray, dur: np.ndarray, n_groups: int) -> np.ndarray:
@@ -68,7 +67,7 @@ def _stats(df: pd.DataFrame, keys: list[str], count_name: str,
         codes, uniques = _codes(df[k])
         values.append(uniques)
         group = codes if group is None else np.where(
-            (group < 0) | (codes < 0), -1, group * max(len(uniques), 1) + codes)
+            (group < 0) | (codes < 0), -1, group.astype(np.int64) * max(len(uniques), 1) + codes)
     assert group is not None
     if (group < 0).any():
         keep = group >= 0
@@ -83,7 +82,8 @@ def _stats(df: pd.DataFrame, keys: list[str], count_name: str,
     low = sorted_dur[start + (count - 1) // 2].astype(np.float64)
     high = sorted_dur[start + count // 2].astype(np.float64)
     per_group = pd.Series(dur).groupby(group, sort=True)
-    lo, hi = (int(dur.min()), int(dur.max())) if len(dur) else (0, 0)
+    min_ns, max_ns = sorted_dur[start], sorted_dur[start + count - 1]
+    lo, hi = (int(min_ns.min()), int(max_ns.max())) if len(dur) else (0, 0)
     if max(-lo, hi) * len(dur) < 2**52:  # every float partial sum exact
         mean = total.astype(np.float64) / count
     else:  # a float sum could round: take pandas' own
@@ -98,8 +98,8 @@ def _stats(df: pd.DataFrame, keys: list[str], count_name: str,
         "total_ns": total.astype(np.int64),
         "avg_ns": mean,
         "med_ns": (low + high) / 2,
-        "min_ns": sorted_dur[start].astype(np.int64),
-        "max_ns": sorted_dur[start + count - 1].astype(np.int64),
+        "min_ns": min_ns.astype(np.int64),
+        "max_ns": max_ns.astype(np.int64),
         "std_ns": np.nan_to_num(per_group.std().to_numpy(), nan=0.0),
     })
     result = pd.DataFrame(out, columns=cols)

@@ -92,6 +92,16 @@ def _p50(s: pd.Series) -> float | None:
     return float(np.median(s.to_numpy(dtype=np.float64))) if len(s) else None
 
 
+def _median_int(values: np.ndarray) -> float:
+    """``float(np.median(values.astype(float)))`` of int64 values, bit for bit: one select of
+    the upper middle (numpy's fast single-kth partition; two kths take its slow path) and,
+    for an even count, the largest value below it."""
+    n = len(values)
+    part = np.partition(values, n // 2)
+    high = float(part[n // 2])
+    return high if n % 2 else (float(part[:n // 2].max()) + high) / 2
+
+
 def _us(ns: float | None) -> str:
     if ns is None:
         return "n/a"
@@ -122,10 +132,10 @@ def _host_launch(calls: pd.DataFrame, launches: StepLaunches,
     dur = calls["dur_ns"].to_numpy(np.int64)
     rows = launches.rows[launches.kernel & mine[launches.pos]]
     if len(rows):
-        return float(np.median(dur[rows].astype(np.float64))), "window steps"
+        return _median_int(dur[rows]), "window steps"
     sel = family_mask(calls, L.KERNEL_LAUNCH) if len(calls) else np.zeros(0, dtype=bool)
     if sel.any():
-        return float(np.median(dur[sel].astype(np.float64))), "whole trace"
+        return _median_int(dur[sel]), "whole trace"
     return float(DEFAULT_HOST_LAUNCH_NS), "default"
 
 
@@ -163,6 +173,11 @@ def estimate_graphed(steps: pd.DataFrame, pre_ns: np.ndarray, h_ns: float,
                       steps["effective_ns"].to_numpy(np.float64))
 
 
+#: The step table's columns the verdict reads.
+_STEP_COLUMNS = ["step", "start_ns", "effective_ns", "kernel_launches", "graph_launches",
+                 "sync_calls", "gpu_ops", "gpu_busy_ns", "busy_pct", "launch_bound"]
+
+
 def verdict(
     steps: pd.DataFrame,
     replays: Any = None,
@@ -181,8 +196,10 @@ def verdict(
     """
     if steps.empty:
         return Verdict(kind="no steps", lines=["no steps to judge"])
-    eager = steps[steps["mode"] == "eager"]
-    graph = steps[steps["mode"] == "graph"]
+    mode = steps["mode"].to_numpy()
+    is_eager, is_graph = mode == "eager", mode == "graph"
+    steps = steps[_STEP_COLUMNS]  # the columns read here, not all of the step table's
+    eager, graph = steps[is_eager], steps[is_graph]
     v = Verdict(kind="", eager_steps=len(eager), graph_steps=len(graph))
     v.launch_bound_steps = int(eager["launch_bound"].sum())
     # effective_ns: a graphed step's host range ends long before its replay does.
@@ -207,7 +224,6 @@ def verdict(
                                                                            "step")})
     if launches is None:
         launches = StepLaunches.of(calls, window_positions(calls, call_steps, steps))
-    is_eager = (steps["mode"] == "eager").to_numpy(dtype=bool)
     h, h_source = _host_launch(calls, launches, is_eager)
     gap = float(NODE_GAP_NS)
     gap_source = "H200 node-level traces"
