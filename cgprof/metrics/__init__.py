@@ -148,7 +148,6 @@ def analyze(
     del replay_calls
     say("summarising")
     coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps, launches)
-    release_memory()
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
                 graph_trace_mode=trace.meta.graph_trace_mode, launches=launches)
     del launches
