@@ -34,18 +34,68 @@ def user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Each command: its module under cgprof.commands, the click command in it, and the first
+#: paragraph of its help (what ``cgprof --help`` lists; tests/test_cli_basics.py checks it is
+#: the command's own). A command's module, and what it imports, loads only when it runs.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "analyze": ("analyze", "command",
+                "Analyse nsys traces: SQLite exports, .nsys-rep reports, parquetdir/arrowdir "
+                "exports."),
+    "cache": ("cache", "command",
+              "Show or clear cgprof's columnar cache ($CGPROF_CACHE, else the user cache "
+              "folder)."),
+    "check": ("check", "command",
+              "Check TRACE's CUDA Graph health against rules; exit 0 pass, 1 fail, 2 bad input."),
+    "diff": ("diff", "command",
+             "Compare CANDIDATE against BASELINE (nsys SQLite exports), step i against step i."),
+    "history": ("check", "history_command",
+                "Trend per figure over the runs that `cgprof check --history DATABASE` "
+                "recorded."),
+    "record": ("record", "command",
+               "Record SCRIPT (run with this Python) or, after --, any COMMAND under nsys."),
+    "run": ("run", "command",
+            "Run a built-in TASK (train or infer) eager and graphed; compare step times."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands are imported on first use (click's documented pattern):
+    ``cgprof analyze`` loads cgprof.commands.analyze, not ``run``'s runner configuration or
+    ``check``'s rules; ``cgprof --help`` lists them from COMMANDS without importing any."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            import importlib
+
+            module, attr, _ = COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(f"cgprof.commands.{module}"), attr),
+                             cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's own listing, with the short help of a command not loaded yet made from its
+        COMMANDS summary the way click makes it from the full help."""
+        from click.utils import make_default_short_help
+
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            cmd = self.commands.get(name)
+            if cmd is None:
+                rows.append((name, make_default_short_help(COMMANDS[name][2], limit).strip()))
+            elif not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cgprof")
 def main() -> None:
     """Do CUDA Graphs help your PyTorch step? Record, analyze and diff Nsight Systems traces."""
-
-
-def _register() -> None:
-    from cgprof.commands import analyze, cache, check, diff, record, run
-
-    for module in (analyze, record, diff, run, check, cache):
-        main.add_command(module.command)
-    main.add_command(check.history_command)
-
-
-_register()

@@ -139,7 +139,12 @@ def test_arrow_json_writer_gives_pandas_bytes(monkeypatch):
         assert "".join(fast.chunks(rows)) == "".join(slow.chunks(rows))
     assert "".join(fast.chunks(2)).startswith('[{"api":"cudaLaunchKernel","kind":"a\\/b","m":1,')
     monkeypatch.setattr(jr, "_ARROW_MIN_ROWS", 1)
-    assert jr._Table(df.assign(f=1.5)).raw is None  # floats stay with pandas' encoder
+    floats = df.assign(f=[1.5, np.nan, 1e-7, 2.0, -0.0], b=[True, False, True, True, False])
+    fast = jr._Table(floats)  # floats and bools too: pandas' own float text, cut by Arrow
+    assert fast.raw is not None
+    assert "".join(fast.chunks(2)) == floats[sorted(floats.columns)].to_json(
+        orient="records", double_precision=15, force_ascii=False)
+    assert jr._Table(df.assign(f=[1.5, np.inf, 0.0, 0.0, 0.0])).raw is None  # "inf" strings
 
 
 def test_step_groups_enclosing_and_inner_warmup_ranges(make_db):

@@ -11,13 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from cgprof.engine import release_memory
-from cgprof.metrics.coverage import CoverageResult, graph_coverage
+from cgprof.metrics.coverage import (
+    CoverageResult,
+    StepLaunches,
+    family_mask,
+    graph_coverage,
+    window_positions,
+)
 from cgprof.metrics.gaps import GapResult, gpu_gaps
 from cgprof.metrics.gpu import gpu_ops
-from cgprof.metrics.intervals import first_match, join_unique, pair_keys
 from cgprof.metrics.launches import GRAPH_LAUNCH, api_calls, launch_summary
 from cgprof.metrics.replays import ReplayResult, graph_replays
 from cgprof.metrics.steps import StepResult, classify_steps, compute_steps
@@ -74,26 +80,17 @@ class AnalysisResult:
 
 
 def _window_calls(calls: pd.DataFrame, steps: StepResult,
-                  win_steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  call_pos: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The API calls of the window steps, twice: the columns the launch table reads (every
     family), and the graph-launch calls with the columns the replay join reads. Narrow
-    copies: a filtered copy of every column of a 10M-call frame is a GB."""
+    copies: a filtered copy of every column of a 10M-call frame is a GB. ``call_pos``: each
+    call's window step (:func:`cgprof.metrics.coverage.window_positions`; -1: none)."""
     if steps.source == "whole-trace":
         return calls, calls
-    cs = steps.call_steps
-    in_win = cs["step"].isin(win_steps["step"]).to_numpy(dtype=bool)
+    hit = call_pos >= 0
     cols = ["pid", "tid", "corr_id", "start_ns", "dur_ns", "name", "family", "in_capture"]
-    pair = pair_keys(calls, cs)
-    if pair is None:
-        win = join_unique(calls[cols], cs[in_win][["pid", "corr_id"]])
-        return win, win
-    row = first_match(*pair)
-    del pair
-    hit = row >= 0
-    hit[hit] = in_win[row[hit]]
-    del row
     launches = calls[["name", "family", "in_capture", "dur_ns"]][hit].reset_index(drop=True)
-    graph = hit & (calls["family"] == GRAPH_LAUNCH).to_numpy(dtype=bool)
+    graph = hit & family_mask(calls, GRAPH_LAUNCH, live=False)
     return launches, calls[cols][graph].reset_index(drop=True)
 
 
@@ -141,16 +138,19 @@ def analyze(
         gaps = gpu_gaps(ops, calls, window=window)
     gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
-    win_calls, replay_calls = _window_calls(calls, steps, win_steps)
+    call_pos = window_positions(calls, steps.call_steps, win_steps)  # once, for every call
+    win_calls, replay_calls = _window_calls(calls, steps, call_pos)
+    launches = StepLaunches.of(calls, call_pos)  # read by the coverage and the verdict
+    del call_pos
     say("measuring graph replays")
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
     replays = graph_replays(ops, replay_calls, node_level=node_level)
     del replay_calls
     say("summarising")
-    coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps)
-    release_memory()
+    coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps, launches)
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
-                graph_trace_mode=trace.meta.graph_trace_mode)
+                graph_trace_mode=trace.meta.graph_trace_mode, launches=launches)
+    del launches
     info = {
         "path": str(trace.path),
         "nsys_version": trace.meta.nsys_version,

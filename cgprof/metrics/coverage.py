@@ -13,12 +13,13 @@ This is the contract the CI gate (``cgprof check``) reads; keys of ``summary`` a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import join_unique, pairs_distinct
+from cgprof.metrics.intervals import first_match, pair_keys
 
 EAGER_TOP_COLUMNS = ["name", "kernels", "gpu_ns", "launch_api", "launch_host_ns"]
 
@@ -58,9 +59,94 @@ class CoverageResult:
     eager_per_step: dict[str, float] = field(default_factory=dict)
 
 
-def _p50(values: pd.Series) -> float:
-    v = pd.Series(values).dropna().to_numpy(dtype=np.float64)
+def _p50(values: Any) -> float:
+    """Median of the non-missing values (0.0 when none)."""
+    if isinstance(values, pd.Series):
+        values = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    v = np.asarray(values, dtype=np.float64)
+    v = v[~np.isnan(v)]
     return float(np.median(v)) if len(v) else 0.0
+
+
+def call_steps_of(calls: pd.DataFrame, call_steps: pd.DataFrame) -> np.ndarray:
+    """The step of every API call (``calls`` row order), -1 for a call in no step.
+
+    ``call_steps`` holds each (pid, corr_id) once, so this is the ``step`` column of
+    ``calls.merge(call_steps, how="left")`` as one int64 array: coverage, the verdict and
+    the window's call tables all read it instead of merging 1M-row frames each time."""
+    if calls.empty or call_steps.empty:
+        return np.full(len(calls), -1, dtype=np.int64)
+    keys = pair_keys(calls, call_steps)
+    if keys is None:  # keys that do not fit an int64 pair key: let pandas join them
+        step = calls[["pid", "corr_id"]].merge(call_steps[["pid", "corr_id", "step"]],
+                                               on=["pid", "corr_id"], how="left")["step"]
+        return step.fillna(-1).to_numpy(dtype=np.int64)
+    row = first_match(*keys)
+    return np.where(row >= 0, call_steps["step"].to_numpy(np.int64)[row], -1)
+
+
+def step_positions(step_of: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """For each value of ``step_of``, its position in ``steps`` (distinct step numbers), or -1
+    (for -1 and for steps not listed). Step numbers are the step table's row numbers, small
+    non-negative ints: one lookup table does it, no hash or sort."""
+    steps = np.asarray(steps, dtype=np.int64)
+    if len(steps) == 0 or len(step_of) == 0:
+        return np.full(len(step_of), -1, dtype=np.int64)
+    lut = np.full(int(steps.max()) + 2, -1, dtype=np.int64)  # last slot: anything else
+    lut[steps] = np.arange(len(steps))
+    inside = (step_of >= 0) & (step_of < len(lut) - 1)
+    return lut[np.where(inside, step_of, len(lut) - 1)]
+
+
+def family_mask(calls: pd.DataFrame, *families: str, live: bool = True,
+                rows: np.ndarray | None = None) -> np.ndarray:
+    """Calls of these launch families (``live``: not recorded during stream capture), for every
+    call or for the call rows ``rows``."""
+    fam = calls["family"]
+    if isinstance(fam.dtype, pd.CategoricalDtype):  # one lookup per code, no string compare
+        wanted = np.append(fam.cat.categories.isin(families), False)  # code -1: the last
+        codes = fam.cat.codes.to_numpy()
+        sel = wanted[codes if rows is None else codes[rows]]
+    else:
+        sel = fam.isin(families).to_numpy(dtype=bool)
+        sel = sel if rows is None else sel[rows]
+    if live:
+        cap = calls["in_capture"].to_numpy(dtype=bool)
+        sel &= ~(cap if rows is None else cap[rows])
+    return sel
+
+
+def window_positions(calls: pd.DataFrame, call_steps: pd.DataFrame,
+                     steps: pd.DataFrame) -> np.ndarray:
+    """For every API call (``calls`` row order), the row of ``steps`` (rows of the step table,
+    e.g. the window steps) holding the call's step; -1 for a call in none of them."""
+    return step_positions(call_steps_of(calls, call_steps), steps["step"].to_numpy(np.int64))
+
+
+@dataclass
+class StepLaunches:
+    """The live (not captured) kernel and graph launch calls of some steps, as row numbers:
+    what the coverage and the verdict read, found once for both instead of by merges.
+
+    rows    row numbers in ``calls``, ascending
+    pos     the row of the steps frame (:func:`window_positions`) holding each call's step
+    kernel  True for a kernel launch, False for a graph launch
+    """
+
+    rows: np.ndarray
+    pos: np.ndarray
+    kernel: np.ndarray
+
+    @classmethod
+    def of(cls, calls: pd.DataFrame, call_pos: np.ndarray) -> StepLaunches:
+        """From the API calls and :func:`window_positions` of them."""
+        if calls.empty:
+            none = np.zeros(0, dtype=np.int64)
+            return cls(rows=none, pos=none, kernel=np.zeros(0, dtype=bool))
+        rows = np.flatnonzero(family_mask(calls, L.KERNEL_LAUNCH, L.GRAPH_LAUNCH)
+                              & (call_pos >= 0))
+        return cls(rows=rows, pos=call_pos[rows],
+                   kernel=family_mask(calls, L.KERNEL_LAUNCH, live=False, rows=rows))
 
 
 def graph_coverage(
@@ -68,12 +154,14 @@ def graph_coverage(
     kernels: pd.DataFrame,
     calls: pd.DataFrame,
     call_steps: pd.DataFrame,
+    launches: StepLaunches | None = None,
 ) -> CoverageResult:
     """Coverage of ``window_steps`` (rows of the step table).
 
     ``kernels`` is ``Trace.kernels``; ``calls`` comes from
     :func:`cgprof.metrics.launches.api_calls`; ``call_steps`` is ``StepResult.call_steps``
-    (pid, corr_id, step of every attributed call).
+    (pid, corr_id, step of every attributed call); ``launches``, when the caller has them
+    already (the verdict reads them too), are the :class:`StepLaunches` of ``window_steps``.
     """
     ws = window_steps
     n = len(ws)
@@ -86,28 +174,32 @@ def graph_coverage(
         kernel_share = None
     total_gpu = int(ws["graph_gpu_ns"].sum()) + int(ws["eager_gpu_ns"].sum())
     gpu_share = float(ws["graph_gpu_ns"].sum()) / total_gpu if total_gpu else None
-    launches = ws["kernel_launches"] + ws["graph_launches"]
-    partial = (ws["graph_launches"] > 0) & (ws["kernel_launches"] > 0)
-    recap = [int(s) for s in ws.loc[ws["recapture"], "step"]]
-    fall = [int(s) for s in ws.loc[ws["fallback"], "step"]]
+    kl = ws["kernel_launches"].to_numpy()
+    gl = ws["graph_launches"].to_numpy()
+    partial = (gl > 0) & (kl > 0)
+    step_no = ws["step"].to_numpy()
+    recap = [int(s) for s in step_no[ws["recapture"].to_numpy(dtype=bool)]]
+    fall = [int(s) for s in step_no[ws["fallback"].to_numpy(dtype=bool)]]
     summary: dict[str, object] = {
         "steps": int(n),
         "graph_kernel_share": kernel_share,
         "graph_gpu_share": gpu_share,
-        "launch_calls_per_step_p50": _p50(launches),
-        "kernel_launches_per_step_p50": _p50(ws["kernel_launches"]),
-        "graph_launches_per_step_p50": _p50(ws["graph_launches"]),
+        "launch_calls_per_step_p50": _p50(kl + gl),
+        "kernel_launches_per_step_p50": _p50(kl),
+        "graph_launches_per_step_p50": _p50(gl),
         "sync_calls_per_step_p50": _p50(ws["sync_calls"]),
         "memcpy_calls_per_step_p50": _p50(ws["memcpy_calls"]),
         "recaptures": len(recap),
         "fallbacks": len(fall),
         "partial_steps": int(partial.sum()),
     }
-    top, launch_host = _eager_top(ws, kernels, calls, call_steps)
-    basis = partial if partial.any() else pd.Series(True, index=ws.index)
+    if launches is None:
+        launches = StepLaunches.of(calls, window_positions(calls, call_steps, ws))
+    top, launch_host = _eager_top(ws, kernels, calls, launches)
+    basis = partial if partial.any() else np.ones(n, dtype=bool)
     per_step = {
-        "kernel_launches": _p50(ws.loc[basis, "kernel_launches"]),
-        "gpu_ns": _p50(ws.loc[basis, "eager_gpu_ns"]),
+        "kernel_launches": _p50(kl[basis]),
+        "gpu_ns": _p50(ws["eager_gpu_ns"].to_numpy()[basis]),
         "launch_host_ns": _p50(launch_host[basis]),
     }
     return CoverageResult(summary=summary, eager_top=top, recapture_steps=recap,
@@ -121,49 +213,147 @@ def _empty_top() -> pd.DataFrame:
                          "launch_host_ns": pd.Series(dtype="float64")})
 
 
-def _eager_top(ws, kernels, calls, call_steps) -> tuple[pd.DataFrame, pd.Series]:
-    """Top eager kernels per window step, and each window step's kernel-launch host time."""
+def _codes(values: pd.Series) -> tuple[np.ndarray, list[Any]]:
+    """Integer codes (-1: missing) and the values they stand for, of a (categorical) column."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return values.cat.codes.to_numpy(), list(values.cat.categories)
+    codes, uniques = pd.factorize(values)
+    return codes, list(uniques)
+
+
+def _key_table(key: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """``table[k - lo]`` = the position of int64 key ``k`` in ``key`` (-1: none), and ``lo``;
+    None when a key repeats or the keys span far more than their count (then callers sort)."""
+    if len(key) == 0:
+        return None
+    lo, hi = int(key.min()), int(key.max())
+    if hi - lo >= max(4 * len(key), 1 << 16):
+        return None
+    pos = np.arange(len(key), dtype=np.int64)
+    table = np.full(hi - lo + 1, -1, dtype=np.int64)
+    table[key - lo] = pos
+    if not (table[key - lo] == pos).all():
+        return None
+    return table, lo
+
+
+def _launch_keys(kernels: pd.DataFrame, calls: pd.DataFrame,
+                 launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One int64 key per (pid, corr_id) of every kernel and of the calls ``launch`` (rows),
+    equal where the pairs are. One process (the usual trace): its correlation ids as they are,
+    no copy; else :func:`~cgprof.metrics.intervals.pair_keys`, else pandas numbers the pairs."""
+    cols = [kernels["pid"], kernels["corr_id"], calls["pid"], calls["corr_id"]]
+    if all(c.dtype == np.int64 for c in cols) and len(kernels) and len(calls):
+        kp, cp = cols[0].to_numpy(), cols[2].to_numpy()
+        if kp.min() == kp.max() == cp.min() == cp.max():
+            return cols[1].to_numpy(), cols[3].to_numpy()[launch]
+    keys = pair_keys(kernels, calls)
+    if keys is not None:
+        return keys[0], keys[1][launch]
+    both = pd.concat([kernels[["pid", "corr_id"]], calls[["pid", "corr_id"]].take(launch)],
+                     ignore_index=True)
+    codes = both.groupby(["pid", "corr_id"], sort=False, dropna=False).ngroup()
+    codes = codes.to_numpy(np.int64)
+    return codes[:len(kernels)], codes[len(kernels):]
+
+
+def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
+               launches: StepLaunches) -> tuple[pd.DataFrame, np.ndarray]:
+    """Top eager kernels per window step, and each window step's kernel-launch host time.
+
+    Over row numbers, not frames: the window's kernel launch calls (live, each (pid, corr_id)
+    once), the eager kernels matched to them by key, then per-name sums by category code."""
     n = len(ws)
-    steps = ws["step"].to_numpy(np.int64)
-    zero = pd.Series(np.zeros(n), index=ws.index)
+    host = np.zeros(n, dtype=np.int64)
     if n == 0 or calls.empty:
-        return _empty_top(), zero
-    sel = ((calls["family"] == L.KERNEL_LAUNCH) & ~calls["in_capture"]).to_numpy(dtype=bool)
-    launch = calls[["pid", "corr_id", "name", "dur_ns"]]
-    launch = launch if sel.all() else launch[sel]
-    if not pairs_distinct(launch):
-        launch = launch.drop_duplicates(["pid", "corr_id"])
-    launch = join_unique(launch, call_steps[["pid", "corr_id", "step"]])
-    launch = launch[launch["step"].isin(steps)]
-    host = launch.groupby("step")["dur_ns"].sum().reindex(steps).fillna(0)
-    host.index = ws.index
-    eager = kernels["graph_node_id"].isna().to_numpy(dtype=bool)
-    k = kernels[["pid", "corr_id", "name", "dur_ns"]]
-    k = k if eager.all() else k[eager]
-    if k.empty or launch.empty:
+        return _empty_top(), host.astype(np.float64)
+    launch, pos = launches.rows[launches.kernel], launches.pos[launches.kernel]
+    kernel_key, launch_key = _launch_keys(kernels, calls, launch)
+    # Each (pid, corr_id) once, its first call (as drop_duplicates): one lookup table serves
+    # that check and the kernels' match below; only repeated keys take the sorting way.
+    table = _key_table(launch_key)
+    if table is None and len(launch):
+        first = first_match(launch_key, launch_key) == np.arange(len(launch))
+        launch, pos, launch_key = launch[first], pos[first], launch_key[first]
+    call_dur = calls["dur_ns"].to_numpy(np.int64)[launch]
+    np.add.at(host, pos, call_dur)
+    host = host.astype(np.float64)
+    eager = np.flatnonzero(kernels["graph_node_id"].isna().to_numpy(dtype=bool))
+    if len(eager) == 0 or len(launch) == 0:
         return _empty_top(), host
-    k = join_unique(k, launch.rename(columns={"name": "api", "dur_ns": "api_ns"}))
-    if k.empty:
+    if table is not None:  # each eager kernel's launch call
+        k = kernel_key[eager] - table[1]
+        inside = (k >= 0) & (k < len(table[0]))
+        row = np.where(inside, table[0][np.where(inside, k, 0)], -1)
+    else:
+        row = first_match(kernel_key[eager], launch_key)
+    hit = row >= 0
+    eager, row = eager[hit], row[hit]
+    if len(eager) == 0:
         return _empty_top(), host
     # One launch call can start several kernels (rare for eager launches): charge its host
     # time once, to the first kernel.
-    first = (np.ones(len(k), dtype=bool) if pairs_distinct(k)
-             else ~k.duplicated(["pid", "corr_id"]).to_numpy())
-    k = k.assign(api_ns=np.where(first, k["api_ns"], 0))
-    # Group on the categorical names (strings only for the groups, not for every row).
-    agg = k.groupby("name", observed=True, sort=False).agg(
-        kernels=("dur_ns", "size"), gpu_ns=("dur_ns", "sum"), launch_host_ns=("api_ns", "sum"))
-    pairs = k.groupby(["name", "api"], observed=True, sort=False).size().reset_index(name="n")
-    pairs = pairs.sort_values("n", ascending=False, kind="stable").drop_duplicates("name")
-    api_of = dict(zip(pairs["name"].astype(str), pairs["api"].astype(str), strict=True))
-    names = agg.index.astype(str)
+    api_ns = call_dur[row]
+    if np.bincount(row).max() > 1:
+        once = np.zeros(len(row), dtype=bool)
+        once[np.unique(row, return_index=True)[1]] = True
+        api_ns = np.where(once, api_ns, 0)
+    names, name_of = _codes(kernels["name"])
+    apis, api_of = _codes(calls["name"])
+    kc, ac = names[eager].astype(np.int64), apis[launch[row]].astype(np.int64)
+    gpu_ns = kernels["dur_ns"].to_numpy(np.int64)[eager]
+    named = kc >= 0  # a kernel without a name has no group (pandas drops NaN keys)
+    if not named.all():
+        kc, ac, gpu_ns, api_ns = kc[named], ac[named], gpu_ns[named], api_ns[named]
+    m = len(name_of)
+    count = np.bincount(kc, minlength=m)
+    gpu, api_host = _sum_by(kc, gpu_ns, m), _sum_by(kc, api_ns, m)
+    groups = np.flatnonzero(count)
+    if len(groups) == 0:
+        return _empty_top(), host
+    # most GPU time first, then by name (as sort_values(["gpu_ns", "name"], [False, True]))
+    gpu_per = gpu[groups].astype(np.float64) / n
+    label = [str(name_of[g]) for g in groups]
+    order = sorted(range(len(groups)), key=lambda i: (-gpu_per[i], label[i]))[:EAGER_TOP_N]
+    top_groups = groups[order]
     top = pd.DataFrame({
-        "name": np.asarray(names, dtype=object),
-        "kernels": agg["kernels"].to_numpy(np.float64) / n,
-        "gpu_ns": agg["gpu_ns"].to_numpy(np.float64) / n,
-        "launch_api": np.asarray([api_of[x] for x in names], dtype=object),
-        "launch_host_ns": agg["launch_host_ns"].to_numpy(np.float64) / n,
+        "name": np.asarray([label[i] for i in order], dtype=object),
+        "kernels": count[top_groups].astype(np.float64) / n,
+        "gpu_ns": gpu_per[order],
+        "launch_api": np.asarray(_launch_api(kc, ac, top_groups, api_of), dtype=object),
+        "launch_host_ns": api_host[top_groups].astype(np.float64) / n,
     })
-    top = top.sort_values(["gpu_ns", "name"], ascending=[False, True], kind="stable")
-    return top.head(EAGER_TOP_N).reset_index(drop=True)[EAGER_TOP_COLUMNS], host
+    return top, host
 
+
+def _sum_by(code: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
+    """Exact int64 sums of ``values`` per ``code`` in [0, m): ``np.bincount``'s float sums
+    when every partial sum stays an exact float (values >= 0, total below 2**53), else
+    ``np.add.at`` in int64."""
+    if len(values) and values.min() >= 0:
+        total = np.bincount(code, weights=values, minlength=m)
+        if total.sum() < 2**53:
+            return total.astype(np.int64)
+    out = np.zeros(m, dtype=np.int64)
+    np.add.at(out, code, values)
+    return out
+
+
+def _launch_api(kc: np.ndarray, ac: np.ndarray, groups: np.ndarray,
+                api_of: list[Any]) -> list[str | None]:
+    """Per kernel name code in ``groups``, the API name that launched most of its kernels
+    (``kc``/``ac``: name and API codes per kernel); a tie goes to the (name, API) pair seen
+    first, as a ``groupby(sort=False)`` counted then sorted stably would order them."""
+    width = max(len(api_of), 1)
+    pair = kc * width + ac
+    if (ac < 0).any():  # a call without a name: no pair (pandas drops NaN keys)
+        pair = pair[ac >= 0]
+    table = np.bincount(pair, minlength=(int(kc.max()) + 1) * width).reshape(-1, width)
+    out: list[str | None] = []
+    for g in groups:
+        counts = table[g]
+        best = np.flatnonzero(counts == counts.max()) if counts.max() else []
+        if len(best) > 1:  # tie: the pair that appears first (one scan per tied pair)
+            best = [min(best, key=lambda a: int(np.argmax(pair == g * width + a)))]
+        out.append(str(api_of[best[0]]) if len(best) else None)
+    return out

@@ -12,6 +12,7 @@ std_ns (sample standard deviation, as nsys). Totals and extremes are exact integ
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
@@ -20,32 +21,119 @@ from cgprof.trace import Trace
 STAT_COLUMNS = ["total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns"]
 
 
-def _stats(df: pd.DataFrame, keys: list[str], count_name: str) -> pd.DataFrame:
-    cols = keys + [count_name] + STAT_COLUMNS
+def _codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes (-1: missing) and the values they stand for, of a (categorical) column."""
+    if isinstance(values.dtype, pd.CategoricalDtype):  # int8/int16 codes: kept that narrow
+        return values.cat.codes.to_numpy(), np.asarray(values.cat.categories, dtype=object)
+    codes, uniques = pd.factorize(values)
+    return codes, np.asarray(uniques, dtype=object)
+
+
+def _sorted_in_groups(group: np.ndarray, dur: np.ndarray, n_groups: int) -> np.ndarray:
+    """``dur`` ordered by (group, dur), as int64: one sort of ``group << bits | dur`` packed in
+    32 bits when it fits (twice as fast as 64), else in 64; a two-key sort when neither does
+    (negative or huge durations)."""
+    lo = int(dur.min()) if len(dur) else 0
+    bits = max(int(dur.max()).bit_length() if len(dur) else 0, 1)
+    group_bits = max(n_groups - 1, 1).bit_length()
+    if lo < 0 or bits + group_bits > 63:
+        return dur[np.lexsort((dur, group))]
+    kind = np.uint32 if bits + group_bits <= 32 else np.int64
+    packed = np.sort(group.astype(kind) << kind(bits) | dur.astype(kind))
+    return (packed & kind((1 << bits) - 1)).astype(np.int64)
+
+
+def _group_std(dur: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
+    """``pd.Series(dur).groupby(group).std()`` for every code in [0, n_groups) (NaN: fewer than
+    two values): pandas' own Welford pass (its cython ``group_var``, called as its groupby
+    std calls it), without the groupby's hashing of a million labels (~2/3 of its time).
+    Any other formula differs in the last bits; where that private function is not there
+    or takes other arguments, the public groupby."""
+    try:
+        from pandas._libs.groupby import group_var
+
+        out = np.zeros((n_groups, 1), dtype=np.float64)
+        group_var(out=out, counts=np.zeros(n_groups, dtype=np.int64),
+                  values=dur.astype(np.float64).reshape(-1, 1),
+                  labels=group.astype(np.intp, copy=False), min_count=-1, ddof=1, name="std")
+        return out[:, 0]
+    except (ImportError, TypeError, ValueError):
+        std = pd.Series(dur).groupby(group, sort=True).std()
+        return std.reindex(range(n_groups)).to_numpy(dtype=np.float64)
+
+
+def _stats(df: pd.DataFrame, keys: list[str], count_name: str,
+           labels: list[str] | None = None) -> pd.DataFrame:
+    """``df.groupby(keys)["dur_ns"]`` size, sum, mean, median, min, max and std (rows with a
+    missing key left out, as pandas does), most total time first.
+
+    Over numpy, the same numbers as pandas computes them: one sort of packed (group, dur)
+    puts each group's durations in order (min, max, median at known offsets; exact int64
+    sums by ``np.add.reduceat``); the mean is that exact sum / count, which is what pandas'
+    compensated float sum gives while sums stay below 2**53; the standard deviation is
+    pandas' own (:func:`_group_std`).
+    ``labels``: the keys' column names in the result (default: ``keys``); only ``keys`` and
+    ``dur_ns`` of ``df`` are read, so callers pass whole frames, not narrowed copies."""
+    out_keys = labels or keys
+    cols = out_keys + [count_name] + STAT_COLUMNS
     if df.empty:
-        return pd.DataFrame({c: pd.Series(dtype="object" if c in keys else "int64") for c in cols})
-    df = df.assign(dur_ns=df["dur_ns"].astype("int64"))
-    g = df.groupby(keys, sort=False, observed=True)["dur_ns"]
-    out = g.agg(["size", "sum", "mean", "median", "min", "max", "std"]).reset_index()
-    out.columns = cols
-    for k in keys:  # group keys may be categorical: plain strings in the result
-        out[k] = out[k].astype(str).astype(object)
-    out["std_ns"] = out["std_ns"].fillna(0.0)
-    out = out.astype({count_name: "int64", "total_ns": "int64", "min_ns": "int64",
-                      "max_ns": "int64"})
-    out = out.sort_values(["total_ns"] + keys, ascending=[False] + [True] * len(keys))
-    return out.reset_index(drop=True)
+        return pd.DataFrame({c: pd.Series(dtype="object" if c in out_keys else "int64")
+                             for c in cols})
+    dur = df["dur_ns"].to_numpy(dtype=np.int64)
+    values = []
+    group: np.ndarray | None = None
+    for k in keys:  # one code per combination of the keys' codes (-1: a key is missing)
+        codes, uniques = _codes(df[k])
+        values.append(uniques)
+        group = codes if group is None else np.where(
+            (group < 0) | (codes < 0), -1, group.astype(np.int64) * max(len(uniques), 1) + codes)
+    assert group is not None
+    if (group < 0).any():
+        keep = group >= 0
+        group, dur = group[keep], dur[keep]
+    n_groups = int(np.prod([max(len(v), 1) for v in values]))
+    count = np.bincount(group, minlength=n_groups)
+    present = np.flatnonzero(count)
+    count = count[present]
+    sorted_dur = _sorted_in_groups(group, dur, n_groups)
+    start = np.cumsum(count) - count
+    total = np.add.reduceat(sorted_dur, start) if len(start) else np.zeros(0, np.int64)
+    low = sorted_dur[start + (count - 1) // 2].astype(np.float64)
+    high = sorted_dur[start + count // 2].astype(np.float64)
+    min_ns, max_ns = sorted_dur[start], sorted_dur[start + count - 1]
+    lo, hi = (int(min_ns.min()), int(max_ns.max())) if len(dur) else (0, 0)
+    if max(-lo, hi) * len(dur) < 2**52:  # every float partial sum exact
+        mean = total.astype(np.float64) / count
+    else:  # a float sum could round: take pandas' own
+        mean = pd.Series(dur).groupby(group, sort=True).mean().to_numpy()
+    out = {}
+    for i, k in enumerate(out_keys):  # decode the combined group code back into each key
+        size = max(len(values[i]), 1)
+        width = int(np.prod([max(len(v), 1) for v in values[i + 1:]]))
+        out[k] = pd.Series([str(v) for v in values[i][(present // width) % size]], dtype=object)
+    out.update({
+        count_name: count.astype(np.int64),
+        "total_ns": total.astype(np.int64),
+        "avg_ns": mean,
+        "med_ns": (low + high) / 2,
+        "min_ns": min_ns.astype(np.int64),
+        "max_ns": max_ns.astype(np.int64),
+        "std_ns": np.nan_to_num(_group_std(dur, group, n_groups)[present], nan=0.0),
+    })
+    result = pd.DataFrame(out, columns=cols)
+    result = result.sort_values(["total_ns"] + out_keys,
+                                ascending=[False] + [True] * len(out_keys))
+    return result.reset_index(drop=True)
 
 
 def kernel_summary(trace: Trace) -> pd.DataFrame:
     """Kernel instances and GPU time per demangled name (``cuda_gpu_kern_sum``)."""
-    return _stats(trace.kernels[["name", "dur_ns"]], ["name"], "instances")
+    return _stats(trace.kernels, ["name"], "instances")
 
 
 def api_summary(trace: Trace) -> pd.DataFrame:
     """API calls and host time per name as nsys shows it (``cuda_api_sum``)."""
-    rt = trace.runtime[["nsys_name", "dur_ns"]].rename(columns={"nsys_name": "name"})
-    return _stats(rt, ["name"], "calls")
+    return _stats(trace.runtime, ["nsys_name"], "calls", labels=["name"])
 
 
 def nvtx_ranges(trace: Trace) -> pd.DataFrame:

@@ -45,7 +45,13 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import join_unique
+from cgprof.metrics.coverage import (
+    StepLaunches,
+    call_steps_of,
+    family_mask,
+    step_positions,
+    window_positions,
+)
 
 #: Median gap between consecutive nodes of a replay (ns), H200 node-level traces.
 NODE_GAP_NS = 420
@@ -86,6 +92,16 @@ def _p50(s: pd.Series) -> float | None:
     return float(np.median(s.to_numpy(dtype=np.float64))) if len(s) else None
 
 
+def _median_int(values: np.ndarray) -> float:
+    """``float(np.median(values.astype(float)))`` of int64 values, bit for bit: one select of
+    the upper middle (numpy's fast single-kth partition; two kths take its slow path) and,
+    for an even count, the largest value below it."""
+    n = len(values)
+    part = np.partition(values, n // 2)
+    high = float(part[n // 2])
+    return high if n % 2 else (float(part[:n // 2].max()) + high) / 2
+
+
 def _us(ns: float | None) -> str:
     if ns is None:
         return "n/a"
@@ -104,24 +120,36 @@ def host_launch_ns(calls: pd.DataFrame, call_steps: pd.DataFrame,
     """This host's eager launch cost h: p50 host time of kernel launch calls (outside capture)
     in ``steps``, else anywhere in the trace, else DEFAULT_HOST_LAUNCH_NS; and where it came
     from ("window steps", "whole trace" or "default")."""
-    sel = ((calls["family"] == L.KERNEL_LAUNCH) & ~calls["in_capture"]).to_numpy(dtype=bool)
-    kl = calls[["pid", "corr_id", "dur_ns"]][sel]
-    if len(kl):
-        mine = join_unique(kl, call_steps[call_steps["step"].isin(steps)])
-        if len(mine):
-            return float(np.median(mine["dur_ns"].to_numpy(np.float64))), "window steps"
-        return float(np.median(kl["dur_ns"].to_numpy(np.float64))), "whole trace"
+    pos = step_positions(call_steps_of(calls, call_steps), steps.to_numpy(np.int64))
+    launches = StepLaunches.of(calls, pos)
+    return _host_launch(calls, launches, np.ones(len(steps), dtype=bool))
+
+
+def _host_launch(calls: pd.DataFrame, launches: StepLaunches,
+                 mine: np.ndarray) -> tuple[float, str]:
+    """:func:`host_launch_ns` over the kernel launches of ``launches`` in steps ``mine``
+    (a bool per row of their steps frame)."""
+    dur = calls["dur_ns"].to_numpy(np.int64)
+    rows = launches.rows[launches.kernel & mine[launches.pos]]
+    if len(rows):
+        return _median_int(dur[rows]), "window steps"
+    sel = family_mask(calls, L.KERNEL_LAUNCH) if len(calls) else np.zeros(0, dtype=bool)
+    if sel.any():
+        return _median_int(dur[sel]), "whole trace"
     return float(DEFAULT_HOST_LAUNCH_NS), "default"
 
 
-def _pre_launch_ns(steps: pd.DataFrame, calls: pd.DataFrame,
-                   call_steps: pd.DataFrame) -> np.ndarray:
-    """Per step: host time from the step's start to its first launch call (0 when none)."""
-    sel = (calls["family"].isin([L.KERNEL_LAUNCH, L.GRAPH_LAUNCH])
-           & ~calls["in_capture"]).to_numpy(dtype=bool)
-    la = join_unique(calls[["pid", "corr_id", "start_ns"]][sel], call_steps)
-    first = la.groupby("step")["start_ns"].min()
-    f = first.reindex(steps["step"].to_numpy()).to_numpy(np.float64)
+def _pre_launch_ns(steps: pd.DataFrame, calls: pd.DataFrame, launches: StepLaunches,
+                   mine: np.ndarray) -> np.ndarray:
+    """Per step: host time from the step's start to its first launch call (0 when none).
+    ``steps`` are the rows ``mine`` (a bool per row) of the steps frame of ``launches``."""
+    index = np.where(mine, np.cumsum(mine) - 1, -1)  # steps-frame row -> row of ``steps``
+    pos = index[launches.pos]
+    hit = pos >= 0
+    none = np.iinfo(np.int64).max
+    first = np.full(len(steps), none, dtype=np.int64)
+    np.minimum.at(first, pos[hit], calls["start_ns"].to_numpy(np.int64)[launches.rows[hit]])
+    f = np.where(first == none, np.nan, first.astype(np.float64))
     pre = f - steps["start_ns"].to_numpy(np.float64)
     return np.where(np.isnan(pre), 0.0, np.maximum(pre, 0.0))
 
@@ -145,6 +173,11 @@ def estimate_graphed(steps: pd.DataFrame, pre_ns: np.ndarray, h_ns: float,
                       steps["effective_ns"].to_numpy(np.float64))
 
 
+#: The step table's columns the verdict reads.
+_STEP_COLUMNS = ["step", "start_ns", "effective_ns", "kernel_launches", "graph_launches",
+                 "sync_calls", "gpu_ops", "gpu_busy_ns", "busy_pct", "launch_bound"]
+
+
 def verdict(
     steps: pd.DataFrame,
     replays: Any = None,
@@ -152,25 +185,29 @@ def verdict(
     calls: pd.DataFrame | None = None,
     call_steps: pd.DataFrame | None = None,
     graph_trace_mode: str | None = None,
+    launches: StepLaunches | None = None,
 ) -> Verdict:
     """Summarise the window's steps into a verdict (see module doc for the estimate).
 
     steps: the window steps (``StepResult.window_steps()``); replays: ReplayResult of the
     window; coverage: CoverageResult; calls / call_steps: API calls and their steps (for this
-    host's launch cost and the host time before each step's first launch).
+    host's launch cost and the host time before each step's first launch); launches: the
+    :class:`~cgprof.metrics.coverage.StepLaunches` of ``steps``, when the caller has them.
     """
     if steps.empty:
         return Verdict(kind="no steps", lines=["no steps to judge"])
-    eager = steps[steps["mode"] == "eager"]
-    graph = steps[steps["mode"] == "graph"]
+    mode = steps["mode"].to_numpy()
+    is_eager, is_graph = mode == "eager", mode == "graph"
+    steps = steps[_STEP_COLUMNS]  # the columns read here, not all of the step table's
+    eager, graph = steps[is_eager], steps[is_graph]
     v = Verdict(kind="", eager_steps=len(eager), graph_steps=len(graph))
     v.launch_bound_steps = int(eager["launch_bound"].sum())
     # effective_ns: a graphed step's host range ends long before its replay does.
     v.eager_step_p50_ns = _p50(eager["effective_ns"])
     v.graph_step_p50_ns = _p50(graph["effective_ns"])
-    launches = steps["kernel_launches"] + steps["graph_launches"]
-    v.eager_launches_per_step = _p50(launches[eager.index])
-    v.graph_launches_per_step = _p50(launches[graph.index])
+    per_step = steps["kernel_launches"] + steps["graph_launches"]
+    v.eager_launches_per_step = _p50(per_step[eager.index])
+    v.graph_launches_per_step = _p50(per_step[graph.index])
     v.eager_busy_pct_p50 = _p50(eager["busy_pct"].astype("float64"))
     v.graph_busy_pct_p50 = _p50(graph["busy_pct"].astype("float64"))
     has_replays = replays is not None and len(replays.replays) > 0
@@ -185,7 +222,9 @@ def verdict(
     if call_steps is None:
         call_steps = pd.DataFrame({c: pd.Series(dtype="int64") for c in ("pid", "corr_id",
                                                                            "step")})
-    h, h_source = host_launch_ns(calls, call_steps, eager["step"])
+    if launches is None:
+        launches = StepLaunches.of(calls, window_positions(calls, call_steps, steps))
+    h, h_source = _host_launch(calls, launches, is_eager)
     gap = float(NODE_GAP_NS)
     gap_source = "H200 node-level traces"
     own_gap = replays.summary["median_gap_ns"]["p50"] if has_replays else None
@@ -200,7 +239,7 @@ def verdict(
         "graph_launch_per_node_ns": GRAPH_LAUNCH_PER_NODE_H * h,
     }
     if len(eager):
-        pre = _pre_launch_ns(eager, calls, call_steps)
+        pre = _pre_launch_ns(eager, calls, launches, is_eager)
         est = estimate_graphed(eager, pre, h, gap)
         v.assumptions["kept_host_ns_p50"] = float(np.median(pre))
         v.assumptions["synced_steps"] = float((eager["sync_calls"] > 0).sum())

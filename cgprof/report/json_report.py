@@ -24,11 +24,20 @@ GAP_LIST_LIMIT = 1000
 
 def longest_gaps(gaps: pd.DataFrame, limit: int | None = GAP_LIST_LIMIT) -> pd.DataFrame:
     """The ``limit`` longest rows of a gap table (ties: the earlier row), in the table's own
-    order (device, start); every row when ``limit`` is None or the table is not longer."""
+    order (device, start); every row when ``limit`` is None or the table is not longer.
+
+    The rows a stable sort by length would put first, without sorting a million gaps: every
+    row longer than the ``limit``-th longest length (one ``np.partition``), then the earliest
+    rows of exactly that length up to ``limit``."""
     if limit is None or len(gaps) <= limit:
         return gaps
     dur = gaps["gap_ns"].to_numpy(dtype=np.int64, na_value=0)
-    keep = np.sort(np.argsort(-dur, kind="stable")[:limit])
+    if limit <= 0:
+        return gaps.iloc[0:0].reset_index(drop=True)
+    cut = np.partition(dur, len(dur) - limit)[len(dur) - limit]  # the limit-th longest
+    longer = np.flatnonzero(dur > cut)
+    equal = np.flatnonzero(dur == cut)[:limit - len(longer)]
+    keep = np.sort(np.concatenate([longer, equal]))
     return gaps.take(keep).reset_index(drop=True)
 
 
@@ -64,7 +73,7 @@ class _Table:
 
     def __init__(self, df: pd.DataFrame) -> None:
         df = df[sorted(df.columns)]
-        #: integer and string columns only, and big: written through Arrow (_arrow_chunks)
+        #: integer, boolean, float and string columns only, and big: written through Arrow
         self.raw = df if len(df) >= _ARROW_MIN_ROWS and _arrow_ok(df) else None
         if self.raw is not None:
             self.df = df
@@ -103,17 +112,24 @@ class _Table:
 
 
 #: Tables with at least this many rows are written by :func:`_arrow_chunks` when they can be.
-_ARROW_MIN_ROWS = 20_000
+_ARROW_MIN_ROWS = 5_000
 
 
 def _arrow_ok(df: pd.DataFrame) -> bool:
-    """True when every column is integer (nullable or not) or text (str, categorical of str,
-    object of str): the columns :func:`_arrow_chunks` writes exactly as pandas would."""
+    """True when every column is integer, boolean or finite float (nullable or not) or text
+    (str, categorical of str, object of str): the columns :func:`_arrow_chunks` writes
+    exactly as pandas would."""
     for c in df.columns:
         if not isinstance(c, str):
             return False
         dt = df[c].dtype
-        if pd.api.types.is_integer_dtype(dt) and not pd.api.types.is_bool_dtype(dt):
+        if pd.api.types.is_bool_dtype(dt):
+            continue
+        if pd.api.types.is_integer_dtype(dt):
+            continue
+        if pd.api.types.is_float_dtype(dt):
+            if np.isinf(df[c].to_numpy(dtype=np.float64, na_value=np.nan)).any():
+                return False  # written as "inf" strings by the records path
             continue
         if isinstance(dt, pd.CategoricalDtype):
             if not all(isinstance(v, str) for v in dt.categories):
@@ -148,6 +164,15 @@ def _arrow_column(series: pd.Series) -> Any:
     import pyarrow.compute as pc
 
     dt = series.dtype
+    if pd.api.types.is_bool_dtype(dt):
+        arr = pa.array(series.array if isinstance(series.array, pd.arrays.BooleanArray)
+                       else series.to_numpy(), from_pandas=True)
+        return pc.fill_null(pc.cast(arr, pa.string()), "null")
+    if pd.api.types.is_float_dtype(dt):
+        # pandas' own float text (its precision and exponent rules), one C call per column;
+        # Arrow only cuts it at the commas (a number never holds one)
+        text = series.to_json(orient="values", double_precision=15, force_ascii=False)
+        return pc.list_flatten(pc.split_pattern(pa.array([text[1:-1]]), ","))
     if isinstance(dt, pd.CategoricalDtype):
         cats = _json_str([str(v) for v in dt.categories]) + ["null"]
         codes = series.cat.codes.to_numpy()
@@ -272,23 +297,62 @@ def render_chunks(results: list[Any], all_gaps: bool = False) -> Iterator[str]:
     return _dump(doc)
 
 
+#: Lists of plain ints/strings at least this long are written by one join, not json's
+#: pure-Python indenting encoder (``indent`` turns its C encoder off): a 10000-step window's
+#: ``window_steps`` costs ~25 ms there.
+_LONG_LIST = 1000
+
+
+class _Items:
+    """A long list of ints and strings, spliced into the document like a _Table."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def text(self, indent: str) -> str:
+        """The list as ``json.dumps(..., indent=1)`` writes it on a line indented ``indent``."""
+        pad = ",\n" + indent + " "
+        return "[\n" + indent + " " + pad.join(
+            str(x) if type(x) is int else json.dumps(x) for x in self.items) + "\n" + indent + "]"
+
+
+def _long_lists(obj: Any) -> Any:
+    """``obj`` with every long list of plain ints/strings wrapped in _Items (new containers:
+    the result's own dicts and lists are left as they are)."""
+    if isinstance(obj, dict):
+        return {k: _long_lists(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        if len(obj) >= _LONG_LIST and all(type(x) is int or type(x) is str for x in obj):
+            return _Items(obj)
+        return [_long_lists(v) for v in obj]
+    return obj
+
+
 def _dump(doc: Any) -> Iterator[str]:
-    """json.dumps with every _Table spliced in as pandas writes it, in pieces."""
-    tables: list[_Table] = []
+    """json.dumps with every _Table (as pandas writes it) and _Items spliced in, in pieces."""
+    tables: list[Any] = []
 
     def placeholder(obj: Any) -> Any:
-        if isinstance(obj, _Table):
+        if isinstance(obj, (_Table, _Items)):
             tables.append(obj)
             return f"\x00table{len(tables) - 1}\x00"
         raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
-    text = json.dumps(doc, sort_keys=True, indent=1, allow_nan=False, default=placeholder)
+    text = json.dumps(_long_lists(doc), sort_keys=True, indent=1, allow_nan=False,
+                      default=placeholder)
     parts = text.split('"\\u0000table')
-    yield parts[0]
+    before = parts[0]
+    yield before
     for part in parts[1:]:
         num, rest = part.split("\\u0000\"", 1)
-        yield from tables[int(num)].chunks()
+        obj = tables[int(num)]
+        if isinstance(obj, _Items):  # indented as the line it starts on
+            line = before[before.rfind("\n") + 1:]
+            yield obj.text(line[:len(line) - len(line.lstrip(" "))])
+        else:
+            yield from obj.chunks()
         yield rest
+        before = rest
     yield "\n"
 
 
