@@ -262,7 +262,7 @@ def _sort(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                           else col.array.take(order))
                 del col
                 if len(order) >= 1_000_000:
-                    _release_arrow()  # the old column's pages, if Arrow held them
+                    _release_arrow(len(order))  # the old column's pages, if Arrow held them
             return pd.DataFrame(out, copy=False)
     return df.sort_values(keys, kind="stable").reset_index(drop=True)
 
@@ -605,7 +605,7 @@ def load(path: str | Path, progress: Progress | None = None, *,
             f"`nsys profile --trace=cuda,nvtx` (or `cgprof record`)?"
         )
     V.validate(trace)
-    _release_arrow()
+    _release_arrow(len(trace.kernels) + len(trace.runtime))
     return trace
 
 
@@ -655,12 +655,13 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> 
     return trace
 
 
-def _release_arrow() -> None:
+def _release_arrow(rows: int | None = None) -> None:
     """Give the OS back what Arrow's memory pool holds but no longer uses: its allocator
     (mimalloc/jemalloc) keeps freed pages for reuse, and after a table's columns become numpy
     arrays that is the size of the table again (1.6 GB of RSS after a 10M-kernel load); and
-    the C heap's free chunks (cgprof.engine.release_memory)."""
-    E.release_memory()
+    the C heap's free chunks (cgprof.engine.release_memory; ``rows``: the activity rows read so
+    far, a small trace keeps its pages for the next stage)."""
+    E.release_memory(rows)
 
 
 def _stored(src: E.Source, table: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
@@ -692,10 +693,10 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     strings = _load_strings(src)
     say("reading kernels")
     kernels = _stored(src, S.KERNEL, lambda: _load_kernels(src, strings))
-    _release_arrow()
+    _release_arrow(len(kernels))
     say("reading CUDA API calls")
     runtime = _stored(src, S.RUNTIME, lambda: _load_runtime(src, strings))
-    _release_arrow()
+    _release_arrow(len(kernels) + len(runtime))
     say("reading memory copies, syncs, graph replays")
     memcpy = _stored(src, S.MEMCPY, lambda: _load_gpu_ops(src, S.MEMCPY, [
         ("bytes", "bytes", "int"), ("copyKind", "copy_kind", "int"),
@@ -710,7 +711,7 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     nvtx = _stored(src, S.NVTX, lambda: _load_nvtx(src, strings))
     gpus = _load_gpus(src)
     threads = _load_threads(src, strings)
-    _release_arrow()
+    _release_arrow(len(kernels) + len(runtime))
 
     mode = _graph_mode_from_meta(meta_kv)
     source = "metadata"
