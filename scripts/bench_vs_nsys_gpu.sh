@@ -16,18 +16,22 @@ mkdir -p "$WORK"
 # Compile cgprof once, as an installed package is: a fresh copy of the working tree has no
 # .pyc, and every measured process would otherwise compile it from source (~0.36 s there).
 python3 -m compileall -q cgprof > /dev/null
-# The kit installs its wheels with --no-compile (and the device sets PYTHONDONTWRITEBYTECODE):
-# compile the packages on the analyze path once, as `pip install` does for a user.
-for d in /tmp/site/duckdb /tmp/site/duckdb_extension_sqlite_scanner /tmp/site/click_default_group.py; do
-  [ -e "$d" ] && python3 -m compileall -q "$d" > /dev/null
-done
+# The kit installs its wheels with --no-compile, the device sets PYTHONDONTWRITEBYTECODE and
+# its numpy ships without .pyc (407 .py, 0 .pyc on 2026-12-01): every measured process would
+# compile those modules from source. Compile the packages on the analyze path once, in place,
+# as `pip install` does for a user; print what each one holds.
 python3 - <<'PY'
-import importlib.util, pathlib
-for mod in ("pandas", "numpy", "pyarrow", "duckdb", "click"):
+import compileall, importlib.util, pathlib
+for mod in ("numpy", "pandas", "pyarrow", "duckdb", "click", "dateutil", "pytz"):
     spec = importlib.util.find_spec(mod)
+    if spec is None or spec.origin is None:
+        continue
     root = pathlib.Path(spec.origin).parent
-    pyc = sum(1 for _ in root.rglob("*.pyc")); py = sum(1 for _ in root.rglob("*.py"))
-    print(f"{mod}: {root} ({py} .py, {pyc} .pyc)")
+    py = sum(1 for _ in root.rglob("*.py"))
+    before = sum(1 for _ in root.rglob("*.pyc"))
+    ok = before >= py or compileall.compile_dir(str(root), quiet=2, workers=0)
+    after = sum(1 for _ in root.rglob("*.pyc"))
+    print(f"{mod}: {root} ({py} .py, {before} .pyc before, {after} after{'' if ok else ', compile failed'})")
 PY
 python3 -X importtime -c "import cgprof.metrics, cgprof.report.json_report, cgprof.cli" 2> "$OUT/importtime.txt"
 sort -t'|' -k2 -n "$OUT/importtime.txt" | tail -8
