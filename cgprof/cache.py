@@ -67,10 +67,14 @@ def cache_dir() -> Path:
 
 
 def key(path: Path) -> str:
-    """Cache key of one trace file: format, size, mtime, first and last pages."""
+    """Cache key of one trace file: format, the cgprof version (its entries hold frames that
+    version's code derived: names, pids, order), size, mtime, first and last pages."""
+    import cgprof
+
     st = path.stat()
     h = hashlib.sha256()
-    h.update(f"cgprof-cache-{FORMAT_VERSION}:{st.st_size}:{st.st_mtime_ns}:".encode())
+    h.update(f"cgprof-cache-{FORMAT_VERSION}:{cgprof.__version__}:{st.st_size}:"
+             f"{st.st_mtime_ns}:".encode())
     with path.open("rb") as fh:
         h.update(fh.read(PAGE_BYTES))
         if st.st_size > PAGE_BYTES:
