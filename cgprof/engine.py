@@ -356,9 +356,15 @@ def int64_values_and_mask(col: Any) -> tuple[Any, Any]:
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
     """Open ``path`` with SQLite's read-only URI mode: cgprof never writes into a trace."""
-    import urllib.request  # 10 ms of imports (http.client, email): only here
+    if os.name == "nt":  # drive letters and backslashes
+        import urllib.request  # 10-25 ms of imports (http.client, email, ssl)
 
-    uri = "file:" + urllib.request.pathname2url(str(path.resolve())) + "?mode=ro"
+        url = urllib.request.pathname2url(str(path.resolve()))
+    else:  # what pathname2url does on POSIX, without urllib.request's imports
+        import urllib.parse
+
+        url = urllib.parse.quote(str(path.resolve()))
+    uri = "file:" + url + "?mode=ro"
     return sqlite3.connect(uri, uri=True)
 
 
