@@ -42,6 +42,10 @@ def arrays_sorted(arrays: list[np.ndarray]) -> bool:
     return True
 
 
+#: Up to this many group codes, :func:`group_order` gathers each code's rows in turn.
+_FEW_CODES = 8
+
+
 def group_order(karr: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
     """Positions that put rows in (keys..., start, end) order as a stable sort does; None when
     they are in that order already. Integer arrays only.
@@ -50,20 +54,28 @@ def group_order(karr: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> n
     them) need only a stable sort by their group, and a group is one small integer code (the
     keys' offsets from their minimum, mixed radix): ``argsort(kind="stable")`` of a uint16 code
     is a radix sort, O(n), where ``np.lexsort`` of four columns costs ~0.05 s per million rows.
+    With a few codes (streams of one device) the rows of each code, in turn, are that same
+    stable order: one compare and ``flatnonzero`` per code, ~0.3 ms each per million rows
+    against ~6 ms for the radix sort.
     """
     if arrays_sorted([*karr, start, end]):
         return None
     if karr and arrays_sorted([start, end]):
-        code = np.zeros(len(start), dtype=np.int64)
+        code = None  # keys that hold one value add nothing to it (one device)
         width = 1
         for a in karr:
             lo, hi = int(a.min()), int(a.max())
             if width * (hi - lo + 1) >= 2**62:
                 break
-            code *= hi - lo + 1
-            code += a - lo
+            if lo == hi:
+                continue
+            code = a - lo if code is None else code * (hi - lo + 1) + (a - lo)
             width *= hi - lo + 1
         else:
+            if code is None:
+                return None
+            if width <= _FEW_CODES:
+                return np.concatenate([np.flatnonzero(code == c) for c in range(width)])
             if width <= 2**16:
                 code = code.astype(np.uint16)
             return np.argsort(code, kind="stable")
