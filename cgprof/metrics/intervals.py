@@ -258,16 +258,20 @@ def _union_busy_numpy(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
     if df["start_ns"].dtype != np.int64 or df["end_ns"].dtype != np.int64:
         return None
     arrays = [df[c].to_numpy() for c in cols]
+    # A key with one value (one device) is the same in any order: neither gathered nor
+    # compared for group starts.
+    const = [a[0] == a.min() == a.max() for a in arrays[:-2]]
     order = group_order(arrays[:-2], arrays[-2], arrays[-1])
     if order is not None:
-        arrays = [a[order] for a in arrays]
+        arrays = [a if i < len(const) and const[i] else a[order] for i, a in enumerate(arrays)]
         del order
     *karr, start, end = arrays
     n = len(start)
     first = np.zeros(n, dtype=bool)
     first[0] = True
-    for a in karr:
-        first[1:] |= a[1:] != a[:-1]
+    for a, one in zip(karr, const, strict=True):
+        if not one:
+            first[1:] |= a[1:] != a[:-1]
     runmax = _segment_cummax(end, first)
     gap = np.empty(n, dtype=np.int64)
     np.subtract(start[1:], runmax[:-1], out=gap[1:])
