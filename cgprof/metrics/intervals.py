@@ -459,10 +459,10 @@ def _first_match_dense(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarra
     if dense is None:  # sparse, or a key repeats: first occurrences need the sort
         return None
     table, lo = dense
-    lk = left_key - lo
+    lk = left_key - lo if lo else left_key
+    if not len(lk) or (int(lk.min()) >= 0 and int(lk.max()) < len(table)):
+        return table[lk]  # every key inside the table (two reductions, no masks)
     inside = (lk >= 0) & (lk < len(table))
-    if inside.all():
-        return table[lk]
     out = np.full(len(left_key), -1, dtype=np.int64)
     out[inside] = table[lk[inside]]
     return out
@@ -476,8 +476,10 @@ def _distinct_table(key: np.ndarray) -> tuple[np.ndarray, int] | None:
     lo, hi = int(key.min()), int(key.max())
     if hi - lo >= max(4 * n, 1 << 16):
         return None
+    if 0 < lo <= n:  # index by the key itself (correlation ids start near 0): no k - lo
+        lo = 0
     table = np.full(hi - lo + 1, -1, dtype=np.int64)
-    table[key - lo] = np.arange(n, dtype=np.int64)
+    table[key - lo if lo else key] = np.arange(n, dtype=np.int64)
     # A repeated key overwrites its earlier slot: the keys are distinct exactly when n slots
     # are filled (a sequential count, not a gather that reads every key's slot back).
     if np.count_nonzero(table >= 0) != n:
