@@ -360,14 +360,17 @@ def _merge_sorted(gaps: pd.DataFrame | dict[str, object],
     ``kind`` over GAP_KINDS, built column by column: the window-edge rows (two per device at
     most) are inserted into the inner gaps, which are in (device, start) order already.
     None when that fast path does not apply (then the caller concatenates and sorts).
-    ``gaps`` may be a frame or its dict of columns; either way its columns are taken out."""
+    ``gaps`` may be a frame or its dict of columns; either way its columns are taken out.
+    The dict comes from the sweep (:meth:`_Sweep.gap_rows`), whose gaps are in (device,
+    start) order by construction: within a device a gap starts at the running max of the
+    ends before it, which the gap's next op then exceeds. Only a frame is checked."""
     if not len(gaps["gap_ns"]) or not isinstance(gaps["kind"].dtype, pd.CategoricalDtype):
         return None
     dev = np.asarray(gaps["device_id"])
     start = np.asarray(gaps["start_ns"])
     if dev.dtype != np.int64 or start.dtype != np.int64:
         return None
-    if not arrays_sorted([dev, start]):
+    if not (isinstance(gaps, dict) or arrays_sorted([dev, start])):
         return None
     if not len(edges):
         if isinstance(gaps, dict):
