@@ -125,7 +125,7 @@ def gpu_gaps(
     streams = _stream_table(ops)  # before the gap table exists: its sort is a big transient
     sweep = _Sweep.of(ops)
     if sweep is not None:
-        gaps = _inner_gaps(sweep.gap_rows(ops), calls)
+        gaps = _inner_gaps(sweep.gap_rows(ops), calls, columns=True)
         busy = sweep.busy()
         del sweep
         edges = _edge_gaps(ops, window, busy)
@@ -136,6 +136,8 @@ def gpu_gaps(
         del g
         edges = _edge_gaps(ops, window)
     all_gaps = _merge_sorted(gaps, edges)
+    if isinstance(gaps, dict):
+        gaps = pd.DataFrame(gaps, copy=False)  # what is left of it (the fast path took it all)
     if all_gaps is None:
         if len(gaps) and isinstance(gaps["next_api"].dtype, pd.CategoricalDtype):
             gaps = gaps.assign(next_api=_str_array(gaps["next_api"]))  # concat with edges' str
@@ -286,9 +288,12 @@ def _exact_float(a: np.ndarray) -> bool:
     return a.dtype == np.int64 and (not len(a) or (int(a.min()) > -2**53 and int(a.max()) < 2**53))
 
 
-def _inner_gaps(r: dict[str, np.ndarray], calls: pd.DataFrame) -> pd.DataFrame:
+def _inner_gaps(r: dict[str, np.ndarray], calls: pd.DataFrame,
+                columns: bool = False) -> pd.DataFrame | dict[str, object]:
     """The gaps between operations, classified (GAP_KINDS); ``r``: the gap rows (see
-    :meth:`_Sweep.gap_rows`), in (device, start) order."""
+    :meth:`_Sweep.gap_rows`), in (device, start) order. ``columns``: the table as its dict of
+    columns (for :func:`_merge_sorted`): a frame would copy the int64 columns into one block
+    and copy that block again as each column is taken out."""
     if not len(r["gap_end"]):
         return _empty_gaps()
     gap_start, gap_end = r["gap_start"], r["gap_end"]
@@ -313,7 +318,7 @@ def _inner_gaps(r: dict[str, np.ndarray], calls: pd.DataFrame) -> pd.DataFrame:
     del api_start, api_end, known
     # Categorical over GAP_KINDS from the start: gpu_gaps() makes the column that anyway.
     kind = pd.Categorical.from_codes(code, categories=list(GAP_KINDS))
-    return pd.DataFrame({
+    table = {
         "device_id": r["device_id"],
         "start_ns": gap_start,
         "end_ns": gap_end,
@@ -324,7 +329,8 @@ def _inner_gaps(r: dict[str, np.ndarray], calls: pd.DataFrame) -> pd.DataFrame:
         "next_pid": pid,
         "next_corr_id": corr,
         "next_api": next_api,
-    }, copy=False)
+    }
+    return table if columns else pd.DataFrame(table, copy=False)
 
 
 def _rows_at(ops: pd.DataFrame, labels: np.ndarray, cols: list[str]) -> dict[str, np.ndarray]:
@@ -348,20 +354,28 @@ def _rows_at(ops: pd.DataFrame, labels: np.ndarray, cols: list[str]) -> dict[str
     return out
 
 
-def _merge_sorted(gaps: pd.DataFrame, edges: pd.DataFrame) -> pd.DataFrame | None:
+def _merge_sorted(gaps: pd.DataFrame | dict[str, object],
+                  edges: pd.DataFrame) -> pd.DataFrame | None:
     """``concat([gaps, edges]).sort_values(["device_id", "start_ns"], kind="stable")`` with
     ``kind`` over GAP_KINDS, built column by column: the window-edge rows (two per device at
     most) are inserted into the inner gaps, which are in (device, start) order already.
-    None when that fast path does not apply (then the caller concatenates and sorts)."""
-    if not len(gaps) or not isinstance(gaps["kind"].dtype, pd.CategoricalDtype):
+    None when that fast path does not apply (then the caller concatenates and sorts).
+    ``gaps`` may be a frame or its dict of columns; either way its columns are taken out.
+    The dict comes from the sweep (:meth:`_Sweep.gap_rows`), whose gaps are in (device,
+    start) order by construction: within a device a gap starts at the running max of the
+    ends before it, which the gap's next op then exceeds. Only a frame is checked."""
+    if not len(gaps["gap_ns"]) or not isinstance(gaps["kind"].dtype, pd.CategoricalDtype):
         return None
-    dev = gaps["device_id"].to_numpy()
-    start = gaps["start_ns"].to_numpy()
+    dev = np.asarray(gaps["device_id"])
+    start = np.asarray(gaps["start_ns"])
     if dev.dtype != np.int64 or start.dtype != np.int64:
         return None
-    if not arrays_sorted([dev, start]):
+    if not (isinstance(gaps, dict) or arrays_sorted([dev, start])):
         return None
     if not len(edges):
+        if isinstance(gaps, dict):
+            table, gaps = gaps, None
+            return pd.DataFrame({c: table.pop(c) for c in GAP_COLUMNS}, copy=False)
         return gaps
     edges = edges.sort_values(["device_id", "start_ns"], kind="stable")
     e_dev = edges["device_id"].to_numpy(dtype=np.int64)
@@ -373,13 +387,17 @@ def _merge_sorted(gaps: pd.DataFrame, edges: pd.DataFrame) -> pd.DataFrame | Non
                    for a, b, s in zip(lo, hi, e_start, strict=True)], dtype=np.int64)
     api = gaps["next_api"].dtype
     if not (api == edges["next_api"].dtype or isinstance(api, pd.CategoricalDtype)) or any(
-            gaps[c].dtype != np.int64 or edges[c].notna().any()
+            np.asarray(gaps[c]).dtype != np.int64 or edges[c].notna().any()
             for c in ("prev_stream_id", "next_stream_id", "next_pid", "next_corr_id")):
         return None
     # Each column of ``gaps`` (the caller's own table) is dropped once its merged copy exists.
     data: dict[str, object] = {}
+    at_edge = np.zeros(len(dev) + len(at), dtype=bool)  # where np.insert puts the edge rows
+    at_edge[at + np.arange(len(at))] = True
     for c in GAP_COLUMNS:
         col, ecol = gaps.pop(c), edges[c]
+        if not isinstance(col, pd.Series):
+            col = pd.Series(col, copy=False)
         if c == "kind":
             codes = np.insert(col.cat.codes.to_numpy(), at, GAP_KINDS.index("window_edge"))
             data[c] = pd.Categorical.from_codes(codes, dtype=col.dtype)
@@ -394,8 +412,7 @@ def _merge_sorted(gaps: pd.DataFrame, edges: pd.DataFrame) -> pd.DataFrame | Non
             data[c] = type(arr)._concat_same_type([arr, ecol.array]).take(
                 np.insert(np.arange(len(arr)), at, len(arr) + np.arange(len(ecol))))
         else:  # prev_stream_id, next_*: int64 inner, <NA> at the edges -> Int64
-            data[c] = pd.arrays.IntegerArray(np.insert(col.to_numpy(), at, 0),
-                                             np.insert(np.zeros(len(col), dtype=bool), at, True))
+            data[c] = pd.arrays.IntegerArray(np.insert(col.to_numpy(), at, 0), at_edge.copy())
         del col
     return pd.DataFrame(data, copy=False)
 
@@ -490,9 +507,12 @@ def _device_table(ops, gaps, window, busy=None) -> pd.DataFrame:
         w0, w1 = window if window is not None else (r.first_start_ns, r.last_end_ns)
         on_dev = g_dev == r.device_id
         dg = g_ns if on_dev.all() else g_ns[on_dev]
-        # both quantiles from one np.quantile (the same figures as one call each)
-        p50, p95 = (float(q) for q in np.quantile(np.asarray(dg, dtype=np.float64),
-                                                  [0.5, 0.95])) if len(dg) else (None, None)
+        # both quantiles from one np.quantile (the same figures as one call each); of the
+        # int64 gaps themselves when float64 holds them exactly (the same interpolation,
+        # without a float copy of every gap)
+        exact = isinstance(dg, np.ndarray) and _exact_float(dg)
+        p50, p95 = (float(q) for q in np.quantile(dg if exact else np.asarray(
+            dg, dtype=np.float64), [0.5, 0.95])) if len(dg) else (None, None)
         win = int(w1 - w0)
         idle = win - int(r.busy_ns)
         rows.append({
@@ -571,7 +591,11 @@ def histogram(gaps: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for d, g in groups:
         v = g["gap_ns"].to_numpy(dtype=np.int64)
-        b = np.searchsorted(edges_ns, v, "right") - 1
+        # searchsorted(edges_ns, v, "right") - 1 as a count of the edges at or below each
+        # gap: 13 vectorised compares cost half of 13-way binary searches per row
+        b = np.full(len(v), -1, dtype=np.int8)
+        for e in edges_ns:
+            b += v >= e
         counts, totals = _sums_by_code(b, v, len(HIST_EDGES_US))
         for i, lo in enumerate(HIST_EDGES_US):
             hi = HIST_EDGES_US[i + 1] if i + 1 < len(HIST_EDGES_US) else float("inf")

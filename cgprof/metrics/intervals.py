@@ -42,6 +42,10 @@ def arrays_sorted(arrays: list[np.ndarray]) -> bool:
     return True
 
 
+#: Up to this many group codes, :func:`group_order` gathers each code's rows in turn.
+_FEW_CODES = 8
+
+
 def group_order(karr: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
     """Positions that put rows in (keys..., start, end) order as a stable sort does; None when
     they are in that order already. Integer arrays only.
@@ -50,20 +54,28 @@ def group_order(karr: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> n
     them) need only a stable sort by their group, and a group is one small integer code (the
     keys' offsets from their minimum, mixed radix): ``argsort(kind="stable")`` of a uint16 code
     is a radix sort, O(n), where ``np.lexsort`` of four columns costs ~0.05 s per million rows.
+    With a few codes (streams of one device) the rows of each code, in turn, are that same
+    stable order: one compare and ``flatnonzero`` per code, ~0.3 ms each per million rows
+    against ~6 ms for the radix sort.
     """
     if arrays_sorted([*karr, start, end]):
         return None
     if karr and arrays_sorted([start, end]):
-        code = np.zeros(len(start), dtype=np.int64)
+        code = None  # keys that hold one value add nothing to it (one device)
         width = 1
         for a in karr:
             lo, hi = int(a.min()), int(a.max())
             if width * (hi - lo + 1) >= 2**62:
                 break
-            code *= hi - lo + 1
-            code += a - lo
+            if lo == hi:
+                continue
+            code = a - lo if code is None else code * (hi - lo + 1) + (a - lo)
             width *= hi - lo + 1
         else:
+            if code is None:
+                return None
+            if width <= _FEW_CODES:
+                return np.concatenate([np.flatnonzero(code == c) for c in range(width)])
             if width <= 2**16:
                 code = code.astype(np.uint16)
             return np.argsort(code, kind="stable")
@@ -246,16 +258,20 @@ def _union_busy_numpy(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame | None:
     if df["start_ns"].dtype != np.int64 or df["end_ns"].dtype != np.int64:
         return None
     arrays = [df[c].to_numpy() for c in cols]
+    # A key with one value (one device) is the same in any order: neither gathered nor
+    # compared for group starts.
+    const = [a[0] == a.min() == a.max() for a in arrays[:-2]]
     order = group_order(arrays[:-2], arrays[-2], arrays[-1])
     if order is not None:
-        arrays = [a[order] for a in arrays]
+        arrays = [a if i < len(const) and const[i] else a[order] for i, a in enumerate(arrays)]
         del order
     *karr, start, end = arrays
     n = len(start)
     first = np.zeros(n, dtype=bool)
     first[0] = True
-    for a in karr:
-        first[1:] |= a[1:] != a[:-1]
+    for a, one in zip(karr, const, strict=True):
+        if not one:
+            first[1:] |= a[1:] != a[:-1]
     runmax = _segment_cummax(end, first)
     gap = np.empty(n, dtype=np.int64)
     np.subtract(start[1:], runmax[:-1], out=gap[1:])
@@ -443,10 +459,10 @@ def _first_match_dense(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarra
     if dense is None:  # sparse, or a key repeats: first occurrences need the sort
         return None
     table, lo = dense
-    lk = left_key - lo
+    lk = left_key - lo if lo else left_key
+    if not len(lk) or (int(lk.min()) >= 0 and int(lk.max()) < len(table)):
+        return table[lk]  # every key inside the table (two reductions, no masks)
     inside = (lk >= 0) & (lk < len(table))
-    if inside.all():
-        return table[lk]
     out = np.full(len(left_key), -1, dtype=np.int64)
     out[inside] = table[lk[inside]]
     return out
@@ -460,8 +476,10 @@ def _distinct_table(key: np.ndarray) -> tuple[np.ndarray, int] | None:
     lo, hi = int(key.min()), int(key.max())
     if hi - lo >= max(4 * n, 1 << 16):
         return None
+    if 0 < lo <= n:  # index by the key itself (correlation ids start near 0): no k - lo
+        lo = 0
     table = np.full(hi - lo + 1, -1, dtype=np.int64)
-    table[key - lo] = np.arange(n, dtype=np.int64)
+    table[key - lo if lo else key] = np.arange(n, dtype=np.int64)
     # A repeated key overwrites its earlier slot: the keys are distinct exactly when n slots
     # are filled (a sequential count, not a gather that reads every key's slot back).
     if np.count_nonzero(table >= 0) != n:
