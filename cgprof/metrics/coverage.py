@@ -19,7 +19,13 @@ import numpy as np
 import pandas as pd
 
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import first_match, pair_keys
+from cgprof.metrics.intervals import (
+    _distinct_table,
+    first_match,
+    pair_keys,
+    sums_by_code,
+    table_get,
+)
 
 EAGER_TOP_COLUMNS = ["name", "kernels", "gpu_ns", "launch_api", "launch_host_ns"]
 
@@ -221,22 +227,6 @@ def _codes(values: pd.Series) -> tuple[np.ndarray, list[Any]]:
     return codes, list(uniques)
 
 
-def _key_table(key: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """``table[k - lo]`` = the position of int64 key ``k`` in ``key`` (-1: none), and ``lo``;
-    None when a key repeats or the keys span far more than their count (then callers sort)."""
-    if len(key) == 0:
-        return None
-    lo, hi = int(key.min()), int(key.max())
-    if hi - lo >= max(4 * len(key), 1 << 16):
-        return None
-    pos = np.arange(len(key), dtype=np.int64)
-    table = np.full(hi - lo + 1, -1, dtype=np.int64)
-    table[key - lo] = pos
-    if not (table[key - lo] == pos).all():
-        return None
-    return table, lo
-
-
 def _launch_keys(kernels: pd.DataFrame, calls: pd.DataFrame,
                  launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One int64 key per (pid, corr_id) of every kernel and of the calls ``launch`` (rows),
@@ -271,7 +261,7 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
     kernel_key, launch_key = _launch_keys(kernels, calls, launch)
     # Each (pid, corr_id) once, its first call (as drop_duplicates): one lookup table serves
     # that check and the kernels' match below; only repeated keys take the sorting way.
-    table = _key_table(launch_key)
+    table = _distinct_table(launch_key) if len(launch_key) else None
     if table is None and len(launch):
         first = first_match(launch_key, launch_key) == np.arange(len(launch))
         launch, pos, launch_key = launch[first], pos[first], launch_key[first]
@@ -282,9 +272,7 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
     if len(eager) == 0 or len(launch) == 0:
         return _empty_top(), host
     if table is not None:  # each eager kernel's launch call
-        k = kernel_key[eager] - table[1]
-        inside = (k >= 0) & (k < len(table[0]))
-        row = np.where(inside, table[0][np.where(inside, k, 0)], -1)
+        row = table_get(table[0], kernel_key[eager] - table[1] if table[1] else kernel_key[eager])
     else:
         row = first_match(kernel_key[eager], launch_key)
     hit = row >= 0
@@ -307,7 +295,7 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
         kc, ac, gpu_ns, api_ns = kc[named], ac[named], gpu_ns[named], api_ns[named]
     m = len(name_of)
     count = np.bincount(kc, minlength=m)
-    gpu, api_host = _sum_by(kc, gpu_ns, m), _sum_by(kc, api_ns, m)
+    gpu, api_host = sums_by_code(kc, gpu_ns, m), sums_by_code(kc, api_ns, m)
     groups = np.flatnonzero(count)
     if len(groups) == 0:
         return _empty_top(), host
@@ -324,19 +312,6 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
         "launch_host_ns": api_host[top_groups].astype(np.float64) / n,
     })
     return top, host
-
-
-def _sum_by(code: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
-    """Exact int64 sums of ``values`` per ``code`` in [0, m): ``np.bincount``'s float sums
-    when every partial sum stays an exact float (values >= 0, total below 2**53), else
-    ``np.add.at`` in int64."""
-    if len(values) and values.min() >= 0:
-        total = np.bincount(code, weights=values, minlength=m)
-        if total.sum() < 2**53:
-            return total.astype(np.int64)
-    out = np.zeros(m, dtype=np.int64)
-    np.add.at(out, code, values)
-    return out
 
 
 def _launch_api(kc: np.ndarray, ac: np.ndarray, groups: np.ndarray,

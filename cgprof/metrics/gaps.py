@@ -37,6 +37,7 @@ from cgprof.metrics.intervals import (
     group_order,
     match_pairs,
     segment_busy,
+    sums_by_code,
     union_busy,
 )
 
@@ -565,18 +566,12 @@ def _by_kind(gaps: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
 
 def _sums_by_code(code: np.ndarray, ns: np.ndarray, n: int) -> tuple[list[int], list[int]]:
     """Per code in [0, n): the count of rows and the int64 sum of their ``ns`` (codes outside
-    are skipped). ``np.bincount`` sums in float64, exact while the total of |ns| stays below
-    2**53 (gaps of one device never overlap: their total is below the window's length);
-    otherwise one masked int64 sum per code."""
+    are skipped; sums by :func:`~cgprof.metrics.intervals.sums_by_code`)."""
     if len(code) and (int(code.min()) < 0 or int(code.max()) >= n):
         keep = (code >= 0) & (code < n)
         code, ns = code[keep], ns[keep]
     counts = np.bincount(code, minlength=n)[:n]
-    if len(ns) and max(-int(ns.min()), int(ns.max())) * len(ns) < 2**53:
-        totals = np.bincount(code, weights=ns, minlength=n)[:n]
-    else:
-        totals = [ns[code == i].sum() for i in range(n)]
-    return [int(c) for c in counts], [int(t) for t in totals]
+    return [int(c) for c in counts], [int(t) for t in sums_by_code(code, ns, n)]
 
 
 def histogram(gaps: pd.DataFrame) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from cgprof import schema as S
 from cgprof.metrics.intervals import sort_stable
-from cgprof.trace import Trace
+from cgprof.trace import Trace, start_end_order
 
 KIND_KERNEL = "kernel"
 KIND_MEMCPY = "memcpy"
@@ -59,13 +59,11 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
         cols[c] = np.concatenate([np.full(len(src[0]), src[at], dtype=bool)
                                   if isinstance(src[at], bool)
                                   else np.asarray(src[at], dtype=bool) for src in sources])
-    start, end = cols["start_ns"], cols["end_ns"]
-    d = start[1:] - start[:-1]
-    if not ((d >= 0).all() and (end[1:][d == 0] >= end[:-1][d == 0]).all()):
-        order = np.lexsort((end, start))  # stable, as sort_values(kind="stable")
+    order = start_end_order(cols["start_ns"], cols["end_ns"])  # stable, None: in order
+    if order is not None:
         for c in list(cols):
             cols[c] = cols.pop(c)[order]
-    del start, end, d
+    del order
     cols["kind"] = pd.Categorical.from_codes(cols["kind"], dtype=dtype)
     return pd.DataFrame({c: cols.pop(c) for c in OP_COLUMNS}, copy=False)
 

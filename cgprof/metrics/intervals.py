@@ -459,13 +459,30 @@ def _first_match_dense(left_key: np.ndarray, right_key: np.ndarray) -> np.ndarra
     if dense is None:  # sparse, or a key repeats: first occurrences need the sort
         return None
     table, lo = dense
-    lk = left_key - lo if lo else left_key
-    if not len(lk) or (int(lk.min()) >= 0 and int(lk.max()) < len(table)):
-        return table[lk]  # every key inside the table (two reductions, no masks)
-    inside = (lk >= 0) & (lk < len(table))
-    out = np.full(len(left_key), -1, dtype=np.int64)
-    out[inside] = table[lk[inside]]
+    return table_get(table, left_key - lo if lo else left_key)
+
+
+def table_get(table: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``table[key]`` (a lookup table indexed by key, e.g. :func:`_distinct_table`'s), -1 of
+    the table's dtype where a key falls outside it. Every key inside: two reductions and the
+    gather, no masks."""
+    if not len(key) or (int(key.min()) >= 0 and int(key.max()) < len(table)):
+        return table[key]
+    out = np.full(len(key), -1, dtype=table.dtype)
+    inside = (key >= 0) & (key < len(table))
+    out[inside] = table[key[inside]]
     return out
+
+
+def sums_by_code(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of int ``values`` per ``code`` in [0, n) (every code in range):
+    ``np.bincount``'s float64 sums while every partial sum is exact (the row count times the
+    largest |value| below 2**53), else ``np.add.at`` in int64."""
+    if len(values) and max(-int(values.min()), int(values.max())) * len(values) >= 2**53:
+        out = np.zeros(n, dtype=np.int64)
+        np.add.at(out, code, values)
+        return out
+    return np.bincount(code, weights=values, minlength=n)[:n].astype(np.int64)
 
 
 def _distinct_table(key: np.ndarray) -> tuple[np.ndarray, int] | None:

@@ -24,7 +24,13 @@ import pandas as pd
 from cgprof import schema as S
 from cgprof.errors import AnalysisError
 from cgprof.metrics import launches as L
-from cgprof.metrics.intervals import _first_match_dense, assign_to_ranges, pair_keys
+from cgprof.metrics.intervals import (
+    _first_match_dense,
+    arrays_sorted,
+    assign_to_ranges,
+    pair_keys,
+    table_get,
+)
 from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
     DEFAULT_STEP,
     StepChoice,
@@ -167,7 +173,7 @@ def classify_steps(result: StepResult, gaps: pd.DataFrame) -> None:
                          cs["pid"].to_numpy(), cs["corr_id"].to_numpy(), cs["step"].to_numpy())
     if dense is not None:  # one process: the steps from a lookup table
         key = w_corr
-        step = _table_get(dense[0], key - dense[1] if dense[1] else key)
+        step = table_get(dense[0], key - dense[1] if dense[1] else key)
         hit = step >= 0
         step, gap = step[hit], gap[hit]
     else:
@@ -532,7 +538,7 @@ def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops:
     s0 = mine(ops["start_ns"].to_numpy(np.int64))
     e0 = mine(ops["end_ns"].to_numpy(np.int64))
     del op_step
-    by_time = _time_sorted(s0, e0)
+    by_time = arrays_sorted([s0, e0])  # (start, end) order, as gpu_ops gives them
     if not by_time or np.any(st[1:] < st[:-1]):
         # in time order already, a stable sort by step keeps each step's ops in time order
         order = np.argsort(st, kind="stable") if by_time else np.lexsort((e0, s0, st))
@@ -628,7 +634,7 @@ def _launch_steps(ops: pd.DataFrame, calls: pd.DataFrame, live: np.ndarray | Non
             return op_step, replays, call_steps
         key = ops["corr_id"].to_numpy()
         key = key - lo if lo else key
-        op_step = _table_get(table, key)
+        op_step = table_get(table, key)
         # A replay is a distinct key among the replayed ops that have a step.
         seen = np.zeros(len(table), dtype=bool)
         seen[key[(op_step >= 0) & in_graph]] = True
@@ -711,26 +717,6 @@ def _dense_steps(o_pid: np.ndarray, o_corr: np.ndarray, pid_c: np.ndarray,
     if np.count_nonzero(table >= 0) != m or (m and step_c.min() < 0):
         return None
     return table, lo
-
-
-def _table_get(table: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """``table[key]``, -1 where the key is outside the table."""
-    if not len(key) or (key.min() >= 0 and key.max() < len(table)):
-        return table[key]
-    out = np.full(len(key), -1, dtype=table.dtype)
-    inside = (key >= 0) & (key < len(table))
-    out[inside] = table[key[inside]]
-    return out
-
-
-def _time_sorted(start: np.ndarray, end: np.ndarray) -> bool:
-    """Rows in (start_ns, end_ns) order (as cgprof.metrics.gpu.gpu_ops gives them)."""
-    if len(start) < 2:
-        return True
-    if not (start[1:] >= start[:-1]).all():
-        return False
-    tie = np.flatnonzero(start[1:] == start[:-1])
-    return bool((end[tie + 1] >= end[tie]).all())
 
 
 def _groups(ranges: pd.DataFrame, inst: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
