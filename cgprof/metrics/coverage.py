@@ -26,6 +26,7 @@ from cgprof.metrics.intervals import (
     sums_by_code,
     table_get,
 )
+from cgprof.metrics.summaries import category_codes
 
 EAGER_TOP_COLUMNS = ["name", "kernels", "gpu_ns", "launch_api", "launch_host_ns"]
 
@@ -219,14 +220,6 @@ def _empty_top() -> pd.DataFrame:
                          "launch_host_ns": pd.Series(dtype="float64")})
 
 
-def _codes(values: pd.Series) -> tuple[np.ndarray, list[Any]]:
-    """Integer codes (-1: missing) and the values they stand for, of a (categorical) column."""
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        return values.cat.codes.to_numpy(), list(values.cat.categories)
-    codes, uniques = pd.factorize(values)
-    return codes, list(uniques)
-
-
 def _launch_keys(kernels: pd.DataFrame, calls: pd.DataFrame,
                  launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One int64 key per (pid, corr_id) of every kernel and of the calls ``launch`` (rows),
@@ -286,8 +279,8 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
         once = np.zeros(len(row), dtype=bool)
         once[np.unique(row, return_index=True)[1]] = True
         api_ns = np.where(once, api_ns, 0)
-    names, name_of = _codes(kernels["name"])
-    apis, api_of = _codes(calls["name"])
+    names, name_of = category_codes(kernels["name"])
+    apis, api_of = category_codes(calls["name"])
     kc, ac = names[eager].astype(np.int64), apis[launch[row]].astype(np.int64)
     gpu_ns = kernels["dur_ns"].to_numpy(np.int64)[eager]
     named = kc >= 0  # a kernel without a name has no group (pandas drops NaN keys)
@@ -315,7 +308,7 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
 
 
 def _launch_api(kc: np.ndarray, ac: np.ndarray, groups: np.ndarray,
-                api_of: list[Any]) -> list[str | None]:
+                api_of: np.ndarray) -> list[str | None]:
     """Per kernel name code in ``groups``, the API name that launched most of its kernels
     (``kc``/``ac``: name and API codes per kernel); a tie goes to the (name, API) pair seen
     first, as a ``groupby(sort=False)`` counted then sorted stably would order them."""

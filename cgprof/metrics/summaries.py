@@ -21,7 +21,7 @@ from cgprof.trace import Trace
 STAT_COLUMNS = ["total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns"]
 
 
-def _codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def category_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Integer codes (-1: missing) and the values they stand for, of a (categorical) column."""
     if isinstance(values.dtype, pd.CategoricalDtype):  # int8/int16 codes: kept that narrow
         return values.cat.codes.to_numpy(), np.asarray(values.cat.categories, dtype=object)
@@ -83,7 +83,7 @@ def _stats(df: pd.DataFrame, keys: list[str], count_name: str,
     values = []
     group: np.ndarray | None = None
     for k in keys:  # one code per combination of the keys' codes (-1: a key is missing)
-        codes, uniques = _codes(df[k])
+        codes, uniques = category_codes(df[k])
         values.append(uniques)
         group = codes if group is None else np.where(
             (group < 0) | (codes < 0), -1, group.astype(np.int64) * max(len(uniques), 1) + codes)
