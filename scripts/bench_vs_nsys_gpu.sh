@@ -29,7 +29,7 @@ for mod in ("numpy", "pandas", "pyarrow", "duckdb", "click", "dateutil", "pytz")
     root = pathlib.Path(spec.origin).parent
     py = sum(1 for _ in root.rglob("*.py"))
     before = sum(1 for _ in root.rglob("*.pyc"))
-    ok = before >= py or compileall.compile_dir(str(root), quiet=2, workers=0)
+    ok = before >= py or compileall.compile_dir(str(root), quiet=2)  # one process: a pool cannot re-import a stdin script
     after = sum(1 for _ in root.rglob("*.pyc"))
     print(f"{mod}: {root} ({py} .py, {before} .pyc before, {after} after{'' if ok else ', compile failed'})")
 PY
