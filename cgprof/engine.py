@@ -195,7 +195,11 @@ class SqliteSource(Source):
             import duckdb
 
             try:
-                return con.execute(f'SELECT {cols} FROM s."{table}"').arrow().read_all()
+                # One record batch: DuckDB's default (1M rows each) makes every column of a
+                # 10M-row table 10 chunks, and each later ``to_numpy`` a concatenating copy
+                # (10M kernels: 2.0 s -> 0.5 s from Arrow to numpy, 1.6 -> 0.95 GB peak).
+                return con.execute(f'SELECT {cols} FROM s."{table}"').to_arrow_table(
+                    batch_size=self._batch_rows(table))
             except duckdb.Error as exc:
                 # e.g. text in an INTEGER column; trace.load names the cell to blame.
                 raise UnreadableTable(table, _one_line(exc)) from None
@@ -212,10 +216,27 @@ class SqliteSource(Source):
             raise UnreadableTable(table, _one_line(exc)) from None
         return pa.Table.from_arrays(arrays, names=columns)
 
+    def _batch_rows(self, table: str) -> int:
+        """Rows per Arrow batch for ``table``: all of them (DuckDB allocates the batch up
+        front, so the size is the table's largest rowid, which SQLite reads off its B-tree
+        without a scan; rowids are 1..n in nsys's exports), DuckDB's default when unknown."""
+        try:
+            top = self.conn.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0]
+        except sqlite3.DatabaseError:
+            top = None
+        if not isinstance(top, int) or not 0 < top <= _MAX_BATCH:
+            return _DEFAULT_BATCH
+        return top
+
     def close(self) -> None:
         if self._duck is not None:
             self._duck.close()
         self.conn.close()
+
+
+#: DuckDB's own rows per Arrow batch, and the most cgprof asks for in one batch.
+_DEFAULT_BATCH = 1_000_000
+_MAX_BATCH = 2**31 - 1
 
 
 def _duckdb_sqlite(path: Path) -> Any:
