@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -348,6 +349,72 @@ class Pending:
 
     def abort(self) -> None:
         discard(self.tmp)
+
+
+#: Entries being written by a thread (:func:`write_later`), and whether a load may do so.
+_writers: list[threading.Thread] = []
+_background = [False]
+
+
+@contextlib.contextmanager
+def background_writes() -> Any:
+    """Within this block, the first load of a trace writes its cache entry from a thread
+    while the analysis goes on (the CLI: 10M kernels, ~2.7 s of Parquet writing off the
+    critical path; Arrow writes without the GIL). Leaving the block waits until every entry
+    is written and committed.
+
+    Only for callers that keep the loaded Trace to themselves until the block ends: the
+    thread reads the Trace's frames, so they must not change meanwhile (cgprof's metrics
+    never change them; a user of :func:`cgprof.load` might, so that writes synchronously).
+    """
+    before = _background[0]
+    _background[0] = True
+    try:
+        yield
+    finally:
+        _background[0] = before
+        finish_writes()
+
+
+def writing_in_background(func: Any) -> Any:
+    """Decorator: ``func`` runs inside :func:`background_writes` (the CLI's commands)."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with background_writes():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def in_background() -> bool:
+    """True inside :func:`background_writes`."""
+    return _background[0]
+
+
+def write_later(pending: Pending, trace: Any, rebuild: Any,
+                tables: dict[str, list[str]]) -> None:
+    """Write ``trace``'s frames into ``pending`` and commit it, in a thread (not a daemon:
+    the interpreter waits for it before exiting, so an entry is never left half-written
+    by a normal exit; a killed process leaves only a ``.tmp-`` folder, never served)."""
+
+    def run() -> None:
+        try:
+            pending.write_trace(trace, rebuild)
+            pending.commit(tables)
+        except BaseException:  # a failed write costs only speed, never the analysis
+            pending.abort()
+
+    thread = threading.Thread(target=run, name="cgprof-cache-writer")
+    _writers.append(thread)
+    thread.start()
+
+
+def finish_writes() -> None:
+    """Wait for the entries :func:`write_later` is writing."""
+    while _writers:
+        _writers.pop().join()
 
 
 def begin(path: Path) -> Pending | None:

@@ -644,10 +644,13 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> 
             raise V.damaged(path, f"{table}.{col} holds {V.one_line(value, 40)!r} where nsys "
                                   "writes an integer") from None
         if pending is not None:
-            say("writing the columnar cache")
             done, pending = pending, None
-            done.write_trace(trace, _rebuild)
-            done.commit(src.tables)
+            if C.in_background():
+                C.write_later(done, trace, _rebuild, src.tables)
+            else:
+                say("writing the columnar cache")
+                done.write_trace(trace, _rebuild)
+                done.commit(src.tables)
     finally:
         if pending is not None:
             pending.abort()

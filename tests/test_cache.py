@@ -404,3 +404,51 @@ def test_rebuilt_columns_are_left_out_only_when_they_come_out_the_same(tmp_path)
     pd.testing.assert_frame_equal(src.frame("T", rebuild), df)
     with pytest.raises(cache.FrameLayoutError):
         src.frame("T")  # a column to rebuild and nothing to rebuild it with
+
+
+def test_background_write_stores_the_same_entry_and_is_done_when_the_block_ends(
+        cache_dir, tmp_path, monkeypatch):
+    src = tmp_path / "run.sqlite"
+    shutil.copyfile(TRACES / "mlp_train_eager.sqlite", src)
+    plain = T.load(src, cache=False)
+    with cache.background_writes():
+        assert cache.in_background()
+        first = T.load(src)
+    assert not cache.in_background()
+    assert not cache._writers  # joined when the block ended
+    assert len(cache.entries()) == 1
+    assert not [p for p in cache_dir.iterdir() if p.name.startswith(".tmp-")]
+    _no_sqlite(monkeypatch)
+    _same_trace(plain, first)
+    _same_trace(plain, T.load(src))
+
+
+def test_a_failing_background_write_leaves_no_entry_and_no_temporary(cache_dir, monkeypatch):
+    def broken(self, trace, rebuild=None):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(cache.Pending, "write_trace", broken)
+    with cache.background_writes():
+        trace = T.load(TRACES / "mlp_infer_eager.sqlite")
+    assert len(trace.kernels) > 0
+    assert cache.entries() == []
+    assert not [p for p in cache_dir.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_cli_analyze_leaves_a_committed_entry_when_it_returns(cache_dir, tmp_path,
+                                                              monkeypatch):
+    threads = []
+    real = cache.write_later
+
+    def spy(*args):
+        real(*args)
+        threads.append(cache._writers[-1])
+
+    monkeypatch.setattr(cache, "write_later", spy)
+    out = tmp_path / "a.json"
+    res = CliRunner().invoke(main, ["analyze", str(TRACES / "mlp_infer_graph.sqlite"),
+                                    "--json", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert len(cache.entries()) == 1 and not cache._writers
+    assert len(threads) == 1 and not threads[0].is_alive()  # written by a thread, joined
+    assert not [p for p in cache_dir.iterdir() if p.name.startswith(".tmp-")]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import engine_options
 from cgprof.errors import CgprofError, OutputExistsError
 
@@ -101,6 +102,7 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say):
 @click.option("--dask", "dask", metavar="ADDRESS", envvar="CGPROF_DASK_SCHEDULER",
               help="Analyse the files of --ranks / folders on this dask.distributed scheduler "
                    "(tcp://host:8786; env CGPROF_DASK_SCHEDULER); workers must see the files.")
+@writing_in_background
 def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_window,
             max_events, force, quiet, many_ranks, rank, jobs, dask) -> None:
     """Analyse nsys traces: SQLite exports, .nsys-rep reports, parquetdir/arrowdir exports.

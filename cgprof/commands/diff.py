@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import engine_options
 from cgprof.errors import CgprofError
 
@@ -84,6 +85,7 @@ def _run(path: Path, step, skip, jobs, rank=None):
                    "several ranks are compared rank by rank and overall.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @engine_options
+@writing_in_background
 def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, skip,
             max_events, jobs, rank, force) -> None:
     """Compare CANDIDATE against BASELINE (nsys SQLite exports), step i against step i.
