@@ -181,14 +181,19 @@ def _arrow_ints(col: Any, path: Path, table: str, name: str) -> tuple[np.ndarray
     return col.to_numpy(), None
 
 
+def _present(src: E.Source, table: str, spec: Spec) -> list[str]:
+    """The columns of ``spec`` that ``table`` has (none when the table is missing)."""
+    cols = src.tables.get(table)
+    return [c for c, _, _ in spec if cols is not None and c in cols]
+
+
 def _int_frame(src: E.Source, table: str, spec: Spec,
                required: tuple[str, ...] = ("start", "end")) -> pd.DataFrame:
     """Read integer columns of ``table``: ``spec`` is (nsys column, alias, "int"|"null").
 
     ``required``: columns nsys declares NOT NULL: a NULL there means a damaged file (nullable
     ones, such as correlationId, read as 0 like a missing column)."""
-    cols = src.tables.get(table)
-    have = [c for c, _, _ in spec if cols is not None and c in cols]
+    have = _present(src, table, spec)
     tbl = src.read(table, have) if have else None
     n = tbl.num_rows if tbl is not None else 0
     arrays = {c: tbl.column(c) for c in have} if tbl is not None else {}
@@ -366,12 +371,13 @@ def _load_kernels(src: E.Source, strings: pd.Series) -> pd.DataFrame:
     return _sort(df, ["start_ns", "end_ns"])
 
 
+_RUNTIME: Spec = [("start", "start_ns", "int"), ("end", "end_ns", "int"),
+                  ("eventClass", "event_class", "int"), ("globalTid", "global_tid", "int"),
+                  ("correlationId", "corr_id", "int"), ("nameId", "name_id", "null")]
+
+
 def _load_runtime(src: E.Source, strings: pd.Series) -> pd.DataFrame:
-    df = _int_frame(src, S.RUNTIME, [
-        ("start", "start_ns", "int"), ("end", "end_ns", "int"),
-        ("eventClass", "event_class", "int"), ("globalTid", "global_tid", "int"),
-        ("correlationId", "corr_id", "int"), ("nameId", "name_id", "null")],
-        required=("start", "end", "eventClass"))
+    df = _int_frame(src, S.RUNTIME, _RUNTIME, required=("start", "end", "eventClass"))
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])
     ids = df["name_id"].array
@@ -695,6 +701,8 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     say("reading strings")
     strings = _load_strings(src)
     say("reading kernels")
+    if _present(src, S.RUNTIME, _RUNTIME):  # SQLite: scanned while the kernels are built
+        src.read_ahead(S.RUNTIME, _present(src, S.RUNTIME, _RUNTIME))
     kernels = _stored(src, S.KERNEL, lambda: _load_kernels(src, strings))
     _release_arrow(len(kernels))
     say("reading CUDA API calls")

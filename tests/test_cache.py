@@ -452,3 +452,38 @@ def test_cli_analyze_leaves_a_committed_entry_when_it_returns(cache_dir, tmp_pat
     assert len(cache.entries()) == 1 and not cache._writers
     assert len(threads) == 1 and not threads[0].is_alive()  # written by a thread, joined
     assert not [p for p in cache_dir.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_a_table_read_ahead_is_the_table_read_when_asked():
+    path = TRACES / "mlp_train_eager.sqlite"
+    cols = T._present(T.open_source(path), "CUPTI_ACTIVITY_KIND_RUNTIME", T._RUNTIME)
+    plain_src = T.open_source(path)
+    try:
+        plain = plain_src.read("CUPTI_ACTIVITY_KIND_RUNTIME", cols)
+    finally:
+        plain_src.close()
+    src = T.open_source(path)
+    try:
+        src.read_ahead("CUPTI_ACTIVITY_KIND_RUNTIME", cols)
+        src.read("CUPTI_ACTIVITY_KIND_KERNEL", ["start", "end"])  # starts the queued read
+        assert "CUPTI_ACTIVITY_KIND_RUNTIME" in src._ahead
+        got = src.read("CUPTI_ACTIVITY_KIND_RUNTIME", cols)
+        assert not src._ahead
+    finally:
+        src.close()
+    assert got.equals(plain) and got.column(0).num_chunks == 1
+
+
+def test_text_in_the_table_read_ahead_is_one_line(tmp_path):
+    src = tmp_path / "t.sqlite"
+    shutil.copyfile(TRACES / "mlp_infer_eager.sqlite", src)
+    import sqlite3
+
+    con = sqlite3.connect(src)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = 'x' WHERE rowid = 5")
+    con.commit()
+    con.close()
+    res = CliRunner().invoke(main, ["analyze", str(src), "--no-cache"])
+    assert res.exit_code == 1
+    assert res.output.count("\n") == 1 and "Traceback" not in res.output
+    assert res.output.startswith(f"Error: {src}: ") and "CUPTI_ACTIVITY_KIND_RUNTIME" in res.output
