@@ -148,7 +148,6 @@ class Source:
         """The named columns of ``table`` (all of them must exist) as a pyarrow.Table."""
         _cap_arrow_threads()
         tbl = self._read(table, columns)
-        self._start_queued()
         if self.spool is not None:
             self.spool(table, tbl)
         elif self.keep_reads:
@@ -160,11 +159,8 @@ class Source:
 
     def read_ahead(self, table: str, columns: list[str]) -> None:
         """Ask for ``table``'s columns early: a source that can read in the background starts
-        when the read in progress (the next :meth:`read`) ends, and the later ``read`` of the
-        same columns takes the result. Others read when asked, as before."""
-
-    def _start_queued(self) -> None:
-        pass
+        now, and the later ``read`` of the same columns takes the result. Others read when
+        asked, as before."""
 
     def frame(self, table: str, rebuild: Any = None) -> Any:
         """The finished Trace frame of ``table`` when the source stores one (cgprof's cache:
@@ -186,8 +182,7 @@ class SqliteSource(Source):
         self.conn = conn
         self._duck: Any = None
         self._duck_failed = os.environ.get("CGPROF_ENGINE", "").lower() == "sqlite3"
-        #: reads asked for early (:meth:`read_ahead`): waiting, and running in a thread
-        self._queued: list[tuple[str, list[str]]] = []
+        #: reads asked for early (:meth:`read_ahead`), running in a thread
         self._ahead: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
 
     def _duckdb(self) -> Any:
@@ -199,24 +194,21 @@ class SqliteSource(Source):
         return self._duck
 
     def read_ahead(self, table: str, columns: list[str]) -> None:
-        if self._duckdb() is not None and table not in self._ahead:
-            self._queued.append((table, list(columns)))
-
-    def _start_queued(self) -> None:
-        """Start the queued reads, each on its own DuckDB cursor in a thread: DuckDB scans
-        without the GIL, so the next table is read while Python builds the last one's frame
-        (10M kernels + 10M API calls: the API table's scan overlaps the kernel frame)."""
+        """Start reading ``table`` on its own DuckDB cursor in a thread: DuckDB scans without
+        the GIL, so the table is read while the caller reads and builds others (10M kernels
+        + 10M API calls: the API table's scan overlaps the kernels'; on a many-core host
+        the two scans run side by side)."""
         import threading
 
-        while self._queued:
-            table, columns = self._queued.pop(0)
-            cur = self._duck.cursor()
-            rows = self._batch_rows(table)  # sqlite3 answers in its own thread only
-            box: dict[str, Any] = {}
-            thread = threading.Thread(target=self._scan_into, name=f"cgprof-read-{table}",
-                                      args=(box, cur, table, columns, rows), daemon=True)
-            thread.start()
-            self._ahead[table] = (columns, thread, box)
+        if self._duckdb() is None or table in self._ahead:
+            return
+        cur = self._duck.cursor()
+        rows = self._batch_rows(table)  # sqlite3 answers in its own thread only
+        box: dict[str, Any] = {}
+        thread = threading.Thread(target=self._scan_into, name=f"cgprof-read-{table}",
+                                  args=(box, cur, table, list(columns), rows), daemon=True)
+        thread.start()
+        self._ahead[table] = (list(columns), thread, box)
 
     def _scan_into(self, box: dict[str, Any], cur: Any, table: str, columns: list[str],
                    rows: int) -> None:
@@ -288,7 +280,6 @@ class SqliteSource(Source):
         for _, thread, _ in self._ahead.values():
             thread.join()
         self._ahead.clear()
-        self._queued.clear()
         if self._duck is not None:
             self._duck.close()
         self.conn.close()

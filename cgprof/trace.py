@@ -701,7 +701,7 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     say("reading strings")
     strings = _load_strings(src)
     say("reading kernels")
-    if _present(src, S.RUNTIME, _RUNTIME):  # SQLite: scanned while the kernels are built
+    if _present(src, S.RUNTIME, _RUNTIME):  # SQLite: scanned beside the kernels
         src.read_ahead(S.RUNTIME, _present(src, S.RUNTIME, _RUNTIME))
     kernels = _stored(src, S.KERNEL, lambda: _load_kernels(src, strings))
     _release_arrow(len(kernels))
