@@ -143,11 +143,15 @@ class Source:
         self.keep_reads = True
         #: called with (table, Arrow table) after each read instead of keeping it in ``reads``
         self.spool: Any = None
+        #: reads asked for early (:meth:`read_ahead`): table -> (columns, thread, result box)
+        self._ahead: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
 
     def read(self, table: str, columns: list[str]) -> Any:
         """The named columns of ``table`` (all of them must exist) as a pyarrow.Table."""
         _cap_arrow_threads()
-        tbl = self._read(table, columns)
+        tbl = self._take_ahead(table, columns)
+        if tbl is None:
+            tbl = self._read(table, columns)
         if self.spool is not None:
             self.spool(table, tbl)
         elif self.keep_reads:
@@ -158,9 +162,45 @@ class Source:
         raise NotImplementedError
 
     def read_ahead(self, table: str, columns: list[str]) -> None:
-        """Ask for ``table``'s columns early: a source that can read in the background starts
-        now, and the later ``read`` of the same columns takes the result. Others read when
-        asked, as before."""
+        """Start reading ``table``'s columns now, in a thread; the later :meth:`read` of the
+        same columns takes the result (or its error). Arrow and DuckDB read without the GIL,
+        so the table is read while the caller builds others, or imports the analysis. A
+        source that cannot read in the background (sqlite3 without DuckDB) reads when asked.
+        """
+        import threading
+
+        if table in self._ahead:
+            return
+        job = self._ahead_job(table, list(columns))
+        if job is None:
+            return
+        box: dict[str, Any] = {}
+        thread = threading.Thread(target=_run_into, args=(box, job), daemon=True,
+                                  name=f"cgprof-read-{table}")
+        thread.start()
+        self._ahead[table] = (list(columns), thread, box)
+
+    def _ahead_job(self, table: str, columns: list[str]) -> Any:
+        """A function of no argument that reads ``table`` in another thread, or None."""
+        return None
+
+    def _take_ahead(self, table: str, columns: list[str]) -> Any:
+        """The table :meth:`read_ahead` read for these columns (None when none was asked)."""
+        ahead = self._ahead.pop(table, None)
+        if ahead is None:
+            return None
+        asked, thread, box = ahead
+        thread.join()
+        if asked != list(columns):
+            return None
+        if "error" in box:
+            raise box["error"]
+        return box["table"]
+
+    def _join_ahead(self) -> None:
+        for _, thread, _ in self._ahead.values():
+            thread.join()
+        self._ahead.clear()
 
     def frame(self, table: str, rebuild: Any = None) -> Any:
         """The finished Trace frame of ``table`` when the source stores one (cgprof's cache:
@@ -168,7 +208,14 @@ class Source:
         return None
 
     def close(self) -> None:
-        pass
+        self._join_ahead()
+
+
+def _run_into(box: dict[str, Any], job: Any) -> None:
+    try:
+        box["table"] = job()
+    except BaseException as exc:  # raised again by the read that takes the result
+        box["error"] = exc
 
 
 class SqliteSource(Source):
@@ -182,8 +229,6 @@ class SqliteSource(Source):
         self.conn = conn
         self._duck: Any = None
         self._duck_failed = os.environ.get("CGPROF_ENGINE", "").lower() == "sqlite3"
-        #: reads asked for early (:meth:`read_ahead`), running in a thread
-        self._ahead: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
 
     def _duckdb(self) -> Any:
         if self._duck is None and not self._duck_failed:
@@ -193,43 +238,25 @@ class SqliteSource(Source):
                 self._duck_failed = True
         return self._duck
 
-    def read_ahead(self, table: str, columns: list[str]) -> None:
-        """Start reading ``table`` on its own DuckDB cursor in a thread: DuckDB scans without
-        the GIL, so the table is read while the caller reads and builds others (10M kernels
-        + 10M API calls: the API table's scan overlaps the kernels'; on a many-core host
-        the two scans run side by side)."""
-        import threading
-
-        if self._duckdb() is None or table in self._ahead:
-            return
+    def _ahead_job(self, table: str, columns: list[str]) -> Any:
+        """A scan on its own DuckDB cursor (10M kernels + 10M API calls: the two tables are
+        scanned side by side, and while the kernels' frame is built)."""
+        if self._duckdb() is None:
+            return None
         cur = self._duck.cursor()
-        rows = self._batch_rows(table)  # sqlite3 answers in its own thread only
-        box: dict[str, Any] = {}
-        thread = threading.Thread(target=self._scan_into, name=f"cgprof-read-{table}",
-                                  args=(box, cur, table, list(columns), rows), daemon=True)
-        thread.start()
-        self._ahead[table] = (list(columns), thread, box)
+        rows = self._batch_rows(table)  # here: sqlite3 answers in its own thread only
 
-    def _scan_into(self, box: dict[str, Any], cur: Any, table: str, columns: list[str],
-                   rows: int) -> None:
-        try:
-            box["table"] = self._scan(cur, table, columns, rows)
-        except BaseException as exc:  # raised again by the read that takes the result
-            box["error"] = exc
-        finally:
-            cur.close()
+        def job() -> Any:
+            try:
+                return self._scan(cur, table, columns, rows)
+            finally:
+                cur.close()
+
+        return job
 
     def _read(self, table: str, columns: list[str]) -> Any:
         import pyarrow as pa
 
-        ahead = self._ahead.pop(table, None)
-        if ahead is not None:
-            asked, thread, box = ahead
-            thread.join()
-            if asked == list(columns):
-                if "error" in box:
-                    raise box["error"]
-                return box["table"]
         cols = ", ".join(f'"{c}"' for c in columns)
         con = self._duckdb()
         if con is not None:
@@ -277,9 +304,7 @@ class SqliteSource(Source):
         return top
 
     def close(self) -> None:
-        for _, thread, _ in self._ahead.values():
-            thread.join()
-        self._ahead.clear()
+        self._join_ahead()
         if self._duck is not None:
             self._duck.close()
         self.conn.close()
@@ -288,6 +313,61 @@ class SqliteSource(Source):
 #: DuckDB's own rows per Arrow batch, and the most cgprof asks for in one batch.
 _DEFAULT_BATCH = 1_000_000
 _MAX_BATCH = 2**31 - 1
+
+
+# ---------------------------------------------------------------------------------------
+# Sources opened early: :func:`cgprof.cache.prefetch` opens the trace a command is about to
+# analyse and starts reading its big tables before the analysis (pandas, the metrics: ~0.3 s)
+# is even imported; the load then takes the source, reads under way.
+
+_early: dict[str, Source] = {}
+
+
+def _early_key(path: Path) -> str:
+    return str(Path(path).resolve())
+
+
+def keep_early(path: Path, src: Source) -> None:
+    """Hold ``src`` (opened for ``path``, reads under way) for :func:`take_early`."""
+    old = _early.pop(_early_key(path), None)
+    if old is not None:
+        old.close()
+    _early[_early_key(path)] = src
+
+
+def take_early(path: Path, kind: type[Source] = None) -> Source | None:  # type: ignore[assignment]
+    """The source opened early for ``path`` (when of class ``kind``), handed over once."""
+    if not _early:
+        return None
+    key = _early_key(path)
+    src = _early.get(key)
+    if src is None or (kind is not None and not isinstance(src, kind)):
+        return None
+    return _early.pop(key)
+
+
+def drop_early() -> None:
+    """Close the sources opened early that no load took (waiting for their reads)."""
+    while _early:
+        _early.popitem()[1].close()
+
+
+def open_sqlite_early(path: Path) -> SqliteSource | None:
+    """``path`` as an :class:`SqliteSource` when it is an nsys SQLite export, else None:
+    the load's own checks then say what is wrong with it."""
+    try:
+        conn = connect_readonly(path)
+    except sqlite3.Error:
+        return None
+    try:
+        tables = probe_sqlite(conn)
+    except Exception:
+        conn.close()
+        return None
+    if not any(t in tables for t in S.NSYS_MARKER_TABLES):
+        conn.close()
+        return None
+    return SqliteSource(path, conn, tables)
 
 
 def _duckdb_sqlite(path: Path) -> Any:
@@ -332,6 +412,13 @@ class DirSource(Source):
 
     def _file(self, path: Path, table: str) -> Path:
         return path / f"{table}{self.suffix}"
+
+    def _ahead_job(self, table: str, columns: list[str]) -> Any:
+        if self.suffix == ".parquet":
+            import pyarrow.parquet  # noqa: F401  (imported here, not in the thread)
+        else:
+            import pyarrow.ipc  # noqa: F401
+        return lambda: self._read(table, columns)
 
     def _probe(self, path: Path) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

@@ -124,3 +124,13 @@ def pid_of(global_id: int) -> int:
 def tid_of(global_tid: int) -> int:
     """Thread id packed into a globalTid."""
     return global_tid & ID_MASK
+
+
+#: The nsys columns cgprof reads from the two big tables (those present): what
+#: :func:`cgprof.cache.prefetch` starts reading before the loader (which reads by the specs in
+#: :mod:`cgprof.trace`, the same columns in the same order: a test checks) is imported.
+READ_COLUMNS = {
+    KERNEL: ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
+             "demangledName", "shortName", "graphNodeId", "graphId"],
+    RUNTIME: ["start", "end", "eventClass", "globalTid", "correlationId", "nameId"],
+}

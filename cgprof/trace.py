@@ -354,11 +354,13 @@ _BASE: Spec = [("start", "start_ns", "int"), ("end", "end_ns", "int"),
                ("correlationId", "corr_id", "int"), ("globalPid", "global_pid", "int")]
 
 
+_KERNEL: Spec = _BASE + [
+    ("demangledName", "name_id", "null"), ("shortName", "short_id", "null"),
+    ("graphNodeId", "graph_node_id", "null"), ("graphId", "graph_id", "null")]
+
+
 def _load_kernels(src: E.Source, strings: pd.Series) -> pd.DataFrame:
-    df = _int_frame(src, S.KERNEL, _BASE + [
-        ("demangledName", "name_id", "null"), ("shortName", "short_id", "null"),
-        ("graphNodeId", "graph_node_id", "null"), ("graphId", "graph_id", "null")],
-        required=("start", "end", "deviceId", "streamId"))
+    df = _int_frame(src, S.KERNEL, _KERNEL, required=("start", "end", "deviceId", "streamId"))
     df["pid"] = _pid_from_global(df["global_pid"])
     name_id = df["name_id"].array
     short_id = df["short_id"].array
@@ -541,6 +543,9 @@ def open_source(path: Path) -> E.Source:
     SQLite exports and nsys's parquetdir/arrowdir directories; ``.nsys-rep`` reports are
     exported to SQLite first (:func:`cgprof.cache.export_report`).
     """
+    early = E.take_early(path)  # opened (and its big tables being read) by E.prefetch
+    if early is not None:
+        return early
     kind = E.dir_kind(path) if path.is_dir() else None
     if kind is not None:
         src: E.Source = E.DirSource(path, kind)
@@ -701,8 +706,9 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     say("reading strings")
     strings = _load_strings(src)
     say("reading kernels")
-    if _present(src, S.RUNTIME, _RUNTIME):  # SQLite: scanned beside the kernels
-        src.read_ahead(S.RUNTIME, _present(src, S.RUNTIME, _RUNTIME))
+    for table, spec in ((S.KERNEL, _KERNEL), (S.RUNTIME, _RUNTIME)):
+        if _present(src, table, spec):  # SQLite: both big tables scanned side by side
+            src.read_ahead(table, _present(src, table, spec))
     kernels = _stored(src, S.KERNEL, lambda: _load_kernels(src, strings))
     _release_arrow(len(kernels))
     say("reading CUDA API calls")

@@ -487,3 +487,73 @@ def test_text_in_the_table_read_ahead_is_one_line(tmp_path):
     assert res.exit_code == 1
     assert res.output.count("\n") == 1 and "Traceback" not in res.output
     assert res.output.startswith(f"Error: {src}: ") and "CUPTI_ACTIVITY_KIND_RUNTIME" in res.output
+
+
+def test_prefetch_columns_are_the_loaders():
+    from cgprof import schema as S
+
+    assert S.READ_COLUMNS[S.KERNEL] == [c for c, _, _ in T._KERNEL]
+    assert S.READ_COLUMNS[S.RUNTIME] == [c for c, _, _ in T._RUNTIME]
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_prefetched_trace_loads_the_same_and_is_taken_once(cached, cache_dir, tmp_path,
+                                                             monkeypatch):
+    src = tmp_path / "run.sqlite"
+    shutil.copyfile(TRACES / "mlp_train_graph.sqlite", src)
+    plain = T.load(src, cache=False)
+    if cached:
+        T.load(src)  # writes the entry
+        _no_sqlite(monkeypatch)
+    cache.prefetch(src)
+    early = engine._early[str(src.resolve())]
+    assert isinstance(early, cache.CachedSource if cached else engine.SqliteSource)
+    assert len(early._ahead) == 2  # kernels and API calls under way
+    got = T.load(src)
+    assert not engine._early and not early._ahead  # taken by the load, reads consumed
+    _same_trace(plain, got)
+
+
+@pytest.mark.parametrize("content", [b"", b"not sqlite at all", None])
+def test_prefetch_of_bad_input_is_silent_and_the_load_says_what_is_wrong(content, tmp_path,
+                                                                         cache_dir):
+    path = tmp_path / "bad.sqlite"
+    if content is not None:
+        path.write_bytes(content)
+    cache.prefetch(path)
+    assert not engine._early
+    res = CliRunner().invoke(main, ["analyze", str(path)])
+    assert res.exit_code == 1 and res.output.count("\n") == 1
+    assert res.output.startswith(f"Error: {path}: ")
+
+
+def test_a_prefetched_source_no_load_took_is_closed(cache_dir):
+    cache.prefetch(TRACES / "mlp_infer_eager.sqlite")
+    (early,) = engine._early.values()
+    threads = [t for _, t, _ in early._ahead.values()]
+    engine.drop_early()
+    assert not engine._early and not early._ahead
+    assert threads and not any(t.is_alive() for t in threads)
+
+
+def test_cli_analyze_prefetches_its_trace(cache_dir, tmp_path, monkeypatch):
+    taken = []
+    real = engine.take_early
+
+    def spy(path, kind=None):
+        src = real(path, kind)
+        taken.append(src)
+        return src
+
+    monkeypatch.setattr(engine, "take_early", spy)
+    path = TRACES / "mlp_infer_graph.sqlite"
+    want = json_report.render([cgprof.analyze(T.load(path, cache=False))])
+    for _ in range(2):  # SQLite, then the cache entry
+        taken.clear()
+        out = tmp_path / "a.json"
+        res = CliRunner().invoke(main, ["analyze", str(path), "--json", str(out), "--quiet",
+                                        "--force"])
+        assert res.exit_code == 0, res.output
+        assert [s for s in taken if s is not None]
+        assert json.loads(out.read_text()) == json.loads(want)
+    assert not engine._early

@@ -143,6 +143,9 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
             finally:
                 _clear(say)
         else:
+            from cgprof.cache import prefetch
+
+            prefetch(traces[0])  # its big tables are read while the analysis is imported
             for path in traces:
                 try:
                     results.append(_analyze_one(path, step, skip, min_gap_us, rank, say))
