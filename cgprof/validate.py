@@ -144,9 +144,15 @@ def _check_gpu_processes(trace: Trace) -> None:
     if not len(rt):
         return
     api_pids = pd.unique(rt["pid"].dropna())
+    known = set(api_pids.tolist())
     for table, df in ((S.KERNEL, trace.kernels), (S.MEMCPY, trace.memcpy),
                       (S.MEMSET, trace.memset), (S.GRAPH_TRACE, trace.graph_trace)):
         if not len(df):
+            continue
+        # A few processes: their distinct pids settle it (10M kernels: one hash pass, not a
+        # sorted isin, 0.5 -> 0.1 s); the rows are looked at only when one is unknown.
+        present = pd.unique(df["pid"])
+        if not pd.isna(present).any() and known.issuperset(present.tolist()):
             continue
         orphan = ~df["pid"].isin(api_pids).to_numpy(dtype=bool, na_value=False)
         n = int(orphan.sum())
