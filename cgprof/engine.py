@@ -24,6 +24,7 @@ processes set it to 1) and ``CGPROF_MEMORY_LIMIT`` / ``--memory-limit`` (DuckDB'
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
@@ -229,6 +230,7 @@ class SqliteSource(Source):
         self.conn = conn
         self._duck: Any = None
         self._duck_failed = os.environ.get("CGPROF_ENGINE", "").lower() == "sqlite3"
+        self._cursors: dict[str, Any] = {}  # the DuckDB cursor of each read ahead
 
     def _duckdb(self) -> Any:
         if self._duck is None and not self._duck_failed:
@@ -244,6 +246,7 @@ class SqliteSource(Source):
         if self._duckdb() is None:
             return None
         cur = self._duck.cursor()
+        self._cursors[table] = cur
         rows = self._batch_rows(table)  # here: sqlite3 answers in its own thread only
 
         def job() -> Any:
@@ -304,7 +307,15 @@ class SqliteSource(Source):
         return top
 
     def close(self) -> None:
+        # Reads ahead nobody took (the command failed first): stop them rather than wait for
+        # a 10M-row scan to finish.
+        for table, (_, thread, _) in self._ahead.items():
+            cur = self._cursors.get(table)
+            if thread.is_alive() and cur is not None:
+                with contextlib.suppress(Exception):
+                    cur.interrupt()
         self._join_ahead()
+        self._cursors.clear()
         if self._duck is not None:
             self._duck.close()
         self.conn.close()
