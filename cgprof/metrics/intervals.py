@@ -150,6 +150,81 @@ def gap_sweep(start: np.ndarray, end: np.ndarray,
     return gap, prev_end, prev_pos
 
 
+#: Rows per chunk of :func:`sweep_chunks` (8 MB per int64 temporary).
+SWEEP_CHUNK = 1 << 20
+
+
+def sweep_chunks(start: np.ndarray, end: np.ndarray, code: np.ndarray | None = None,
+                 ncodes: int = 1, positions: bool = True):
+    """:func:`gap_sweep` of int64 rows in (start, end) order, grouped by ``code`` (ints in
+    [0, ncodes); None: one group), a chunk of SWEEP_CHUNK rows at a time.
+
+    Yields ``(c, rows, st, en, gap, prev_end, prev_pos)`` per chunk and group present in it:
+    ``rows`` the positions of the group's rows in the chunk (ascending), then per row its start,
+    end, gap, the running max of the group's ends before it and the position of the row that
+    reached that max (``positions=False``: None), as :func:`gap_sweep` gives them over the rows
+    stably sorted by code (the (code, start, end) order, since the rows are in (start, end)
+    order). The trick: each group carries its running max and that row's position from one
+    chunk into the next, so no temporary is longer than a chunk: at 10M rows the whole-array
+    sweep's gathers, running maxima and gap arrays were each an 80 MB fresh allocation.
+    """
+    n = len(start)
+    cmax = np.zeros(ncodes, dtype=np.int64)
+    cpos = np.full(ncodes, -1, dtype=np.int64)  # -1: the group has no row yet
+    for a in range(0, n, SWEEP_CHUNK):
+        b = min(a + SWEEP_CHUNK, n)
+        if code is None:
+            groups = [(0, None)]
+        else:
+            cc = code[a:b]
+            by = np.argsort(cc, kind="stable")  # radix sort of small codes
+            bounds = np.cumsum(np.bincount(cc, minlength=ncodes))
+            groups = [(c, by[lo:hi]) for c, (lo, hi) in
+                      enumerate(zip([0, *bounds[:-1]], bounds, strict=True)) if hi > lo]
+        for c, r in groups:
+            rows = np.arange(a, b) if r is None else r + a
+            st = start[a:b] if r is None else start[rows]
+            en = end[a:b] if r is None else end[rows]
+            gap, prev_end, prev_pos = _sweep_run(st, en, rows, cmax, cpos, c, positions)
+            yield c, rows, st, en, gap, prev_end, prev_pos
+
+
+def _sweep_run(st, en, rows, cmax, cpos, c, positions):
+    """One group's rows of one chunk for :func:`sweep_chunks`; updates the carry ``cmax[c]``,
+    ``cpos[c]``. A carried group is swept with its carry as an extra row 0."""
+    carry = cpos[c] >= 0
+    if carry:
+        e = np.empty(len(en) + 1, dtype=np.int64)
+        e[0] = cmax[c]
+        e[1:] = en
+    else:
+        e = en
+    runmax = np.maximum.accumulate(e)
+    if carry:
+        prev_end = runmax[:-1]
+    else:
+        prev_end = np.empty_like(runmax)
+        prev_end[0] = 0
+        prev_end[1:] = runmax[:-1]
+    gap = np.subtract(st, prev_end)
+    np.maximum(gap, 0, out=gap)
+    if not carry:
+        gap[0] = 0
+    prev_pos = None
+    if positions:
+        # a row holds the max when its end reaches it (as gap_sweep: ties go to the later row)
+        holder = np.arange(len(e))
+        holder[e < runmax] = 0
+        np.maximum.accumulate(holder, out=holder)
+        glob = np.concatenate(([cpos[c]], rows)) if carry else rows
+        prev_pos = glob[holder[:-1]] if carry else np.concatenate(([0], glob[holder[:-1]]))
+        cpos[c] = glob[holder[-1]]
+    else:
+        cpos[c] = 0
+    cmax[c] = runmax[-1]
+    return gap, prev_end, prev_pos
+
+
 def _group_starts(df: pd.DataFrame, keys: list[str]) -> np.ndarray | None:
     """Rows sorted by keys: True where a group begins. None when a key or the times are not
     plain numpy integers (nullable or categorical keys go through pandas' groupby, which
@@ -476,13 +551,30 @@ def table_get(table: np.ndarray, key: np.ndarray) -> np.ndarray:
 
 def sums_by_code(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Exact int64 sums of int ``values`` per ``code`` in [0, n) (every code in range):
-    ``np.bincount``'s float64 sums while every partial sum is exact (the row count times the
-    largest |value| below 2**53), else ``np.add.at`` in int64."""
-    if len(values) and max(-int(values.min()), int(values.max())) * len(values) >= 2**53:
-        out = np.zeros(n, dtype=np.int64)
+    ``np.bincount``'s float64 sums while every partial sum is exact (a chunk's row count times
+    the largest |value| below 2**53), else ``np.add.at`` in int64. A chunk at a time: the
+    float64 weights and intp codes bincount makes are a chunk long (not 80 + 80 MB fresh at
+    10M rows)."""
+    out = np.zeros(n, dtype=np.int64)
+    if not len(values):
+        return out
+    step = SWEEP_CHUNK
+    if max(-int(values.min()), int(values.max())) * min(len(values), step) >= 2**53:
         np.add.at(out, code, values)
         return out
-    return np.bincount(code, weights=values, minlength=n)[:n].astype(np.int64)
+    for a in range(0, len(values), step):
+        out += np.bincount(code[a:a + step], weights=values[a:a + step],
+                           minlength=n)[:n].astype(np.int64)
+    return out
+
+
+def counts_by_code(code: np.ndarray, n: int) -> np.ndarray:
+    """``np.bincount(code, minlength=n)[:n]`` a chunk at a time (bincount copies small int
+    codes to intp: 80 MB fresh at 10M rows)."""
+    out = np.zeros(n, dtype=np.int64)
+    for a in range(0, len(code), SWEEP_CHUNK):
+        out += np.bincount(code[a:a + SWEEP_CHUNK], minlength=n)[:n]
+    return out
 
 
 def _distinct_table(key: np.ndarray) -> tuple[np.ndarray, int] | None:

@@ -1,0 +1,88 @@
+"""gpu_gaps' chunked sweep (big traces) against the whole-array path it replaces."""
+
+import numpy as np
+import pandas as pd
+import pandas.testing as pdt
+import pytest
+
+from cgprof.metrics import gaps as G
+from cgprof.metrics import intervals as iv
+
+TRACES = ["mlp_train_eager", "mlp_train_graph", "ddp_mlp_train_graph", "resnet18_infer_graph",
+          "mlp_train_graph_graphtrace", "transformer_train_eager", "user_train_graph"]
+
+
+def _windows(ops):
+    lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
+    return [None, (lo - 1000, hi + 1000), (lo + (hi - lo) // 3, hi - (hi - lo) // 3), (lo, hi)]
+
+
+@pytest.mark.parametrize("name", TRACES)
+@pytest.mark.parametrize("chunk", [1, 7, 1000, 1 << 20])
+def test_chunked_gaps_equal_the_whole_array_sweep(traces_dir, monkeypatch, name, chunk):
+    import cgprof
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+
+    trace = cgprof.load(traces_dir / f"{name}.sqlite")
+    ops, calls = gpu_ops(trace), api_calls(trace)
+    windows = _windows(ops)
+    slow = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 0)
+    monkeypatch.setattr(iv, "SWEEP_CHUNK", chunk)
+    used = []
+    of = G._Chunked.of
+    monkeypatch.setattr(G._Chunked, "of", staticmethod(lambda o, c: used.append(of(o, c))
+                                                        or used[-1]))
+    fast = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+    if name != "ddp_mlp_train_graph":  # two processes: the general path
+        assert any(u is not None for u in used)
+    for f, s in zip(fast, slow, strict=True):
+        pdt.assert_frame_equal(f.gaps, s.gaps)
+        for table in ("devices", "by_kind", "histogram", "streams"):
+            pdt.assert_frame_equal(getattr(f, table), getattr(s, table))
+
+
+def test_sweep_chunks_equal_gap_sweep(monkeypatch):
+    rng = np.random.default_rng(5)
+    for chunk in (1, 2, 3, 5, 64):
+        monkeypatch.setattr(iv, "SWEEP_CHUNK", chunk)
+        for _ in range(200):
+            n = int(rng.integers(1, 30))
+            start = np.sort(rng.integers(0, 50, n))
+            end = start + rng.integers(0, 12, n)
+            o = np.lexsort((end, start))
+            start, end = start[o], end[o]
+            ncodes = int(rng.integers(1, 4))
+            code = rng.integers(0, ncodes, n).astype(np.uint16)
+            order = np.argsort(code, kind="stable")
+            first = np.zeros(n, dtype=bool)
+            first[0] = True
+            first[1:] = code[order][1:] != code[order][:-1]
+            gap, prev_end, prev_pos = iv.gap_sweep(start[order], end[order], first)
+            prev_pos = np.where(first, 0, order[prev_pos])  # 0 on a group's first row
+            got = {}
+            for _c, rows, _st, _en, g, pe, pp in iv.sweep_chunks(start, end, code, ncodes):
+                for i, r in enumerate(rows.tolist()):
+                    got[r] = (int(g[i]), int(pe[i]), int(pp[i]))
+            want = {int(r): (int(g), int(pe), int(pp)) for r, g, pe, pp in
+                    zip(order, gap, prev_end, prev_pos, strict=True)}
+            assert got == want
+
+
+def test_dense_code_is_the_sorted_distinct_tuples():
+    rng = np.random.default_rng(6)
+    for _ in range(100):
+        n = int(rng.integers(1, 50))
+        a, b = rng.integers(3, 6, n), rng.integers(-2, 2, n)
+        coded = G._dense_code([a, b])
+        pairs = sorted(set(zip(a.tolist(), b.tolist(), strict=True)))
+        code, (va, vb) = coded
+        assert list(zip(va.tolist(), vb.tolist(), strict=True)) == pairs
+        if code is None:
+            assert len(pairs) == 1
+        else:
+            rows = list(zip(a.tolist(), b.tolist(), strict=True))
+            assert [pairs[c] for c in code.tolist()] == rows
+    assert G._dense_code([np.array([0, 2**40])]) is None
+    assert pd.api.types.is_integer_dtype(G._dense_code([np.array([1, 2])])[0])
