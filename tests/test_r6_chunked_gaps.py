@@ -86,3 +86,65 @@ def test_dense_code_is_the_sorted_distinct_tuples():
             assert [pairs[c] for c in code.tolist()] == rows
     assert G._dense_code([np.array([0, 2**40])]) is None
     assert pd.api.types.is_integer_dtype(G._dense_code([np.array([1, 2])])[0])
+
+
+def test_gap_sweep_in_chunks_equals_one_sweep(monkeypatch):
+    rng = np.random.default_rng(7)
+    cases = []
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        first = rng.random(n) < rng.choice([0.05, 0.3, 0.9])
+        first[0] = True
+        start = rng.integers(0, 30, n)
+        end = start + rng.integers(0, 10, n)
+        cases.append((start, end, first))
+    want = [iv.gap_sweep(*c) for c in cases]
+    for chunk in (1, 2, 3, 7):
+        monkeypatch.setattr(iv, "SWEEP_CHUNK", chunk)
+        for c, w in zip(cases, want, strict=True):
+            got = iv.gap_sweep(*c)
+            for g, x in zip(got, w, strict=True):
+                assert g.tolist() == x.tolist()
+
+
+def test_replay_inner_gap_blocks_equal_one_block(monkeypatch):
+    from cgprof.metrics import replays as R
+
+    rng = np.random.default_rng(8)
+    for _ in range(100):
+        n_in = rng.integers(1, 6, int(rng.integers(1, 12)))
+        at_in = np.cumsum(n_in) - n_in
+        gap_in = rng.integers(0, 5, int(n_in.sum()))
+        monkeypatch.setattr(R, "_BLOCK", 1 << 20)
+        want = R._inner_gap_stats(gap_in, n_in, at_in)
+        for block in (1, 3, 8):
+            monkeypatch.setattr(R, "_BLOCK", block)
+            got = R._inner_gap_stats(gap_in, n_in, at_in)
+            for g, w in zip(got, want, strict=True):
+                assert g.tolist() == w.tolist()
+        # the median as pandas' group median, the first longest gap as idxmax
+        ri = np.repeat(np.arange(len(n_in)), n_in)
+        s = pd.Series(gap_in)
+        assert ((want[0] + want[1]) / 2).tolist() == s.groupby(ri).median().tolist()
+        assert want[2].tolist() == s.groupby(ri).idxmax().tolist()
+
+
+def test_per_step_family_in_chunks_equals_one_bincount(monkeypatch):
+    from cgprof.metrics import steps as S
+
+    rng = np.random.default_rng(9)
+    for _ in range(50):
+        m, n, k = int(rng.integers(1, 60)), int(rng.integers(1, 6)), int(rng.integers(2, 5))
+        call_step = rng.integers(-1, n, m)
+        live = (call_step >= 0) & (rng.random(m) < 0.8)
+        fcode = rng.integers(-1, k - 1, m).astype(np.int8)
+        dur = rng.integers(0, 10**6, m)
+        bins = call_step[live] * k + fcode[live] + 1
+        want_c = np.bincount(bins, minlength=n * k)[: n * k].reshape(n, k)
+        want_h = np.bincount(bins, weights=dur[live].astype(np.float64),
+                             minlength=n * k)[: n * k].reshape(n, k)
+        for chunk in (1, 4, 1 << 20):
+            monkeypatch.setattr(S, "_CHUNK", chunk)
+            got_c, got_h = S._per_step_family(call_step, live, fcode, dur, n, k)
+            assert got_c.tolist() == want_c.tolist()
+            assert got_h.tolist() == want_h.tolist()

@@ -128,8 +128,8 @@ def gpu_gaps(
         live = (end.to_numpy() > start.to_numpy()) if start.dtype == end.dtype == np.int64 else (
             end > start).to_numpy(dtype=bool)
         ops = ops if live.all() else ops[live]
+    streams = _stream_table(ops)  # before the gap table exists: its sort is a big transient
     chunked = _Chunked.of(ops, calls)
-    streams = chunked.streams() if chunked is not None else _stream_table(ops)
     table = chunked.gaps(window) if chunked is not None else None
     del chunked
     sweep = _Sweep.of(ops) if table is None else None
@@ -286,25 +286,38 @@ def _busy_chunked(keys: list[str], values: list[np.ndarray], code: np.ndarray | 
                   start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
     """:func:`segment_busy` of rows in (start, end) order grouped by ``code``
     (:func:`_dense_code`), through :func:`sweep_chunks`."""
-    ncodes = len(values[0])
-    stats = np.zeros((6, ncodes), dtype=np.int64)  # ops first_start last_end gaps max count
-    for c, _rows, st, en, gap, _pe, _pp in sweep_chunks(start, end, code, ncodes,
+    stats = _BusyStats(len(values[0]))
+    for c, _rows, st, en, gap, _pe, _pp in sweep_chunks(start, end, code, stats.ncodes,
                                                         positions=False):
-        col = stats[:, c]
-        if not col[0]:
-            col[1] = st.min()
-            col[2] = en.max()
+        stats.add(c, st, en, gap, np.count_nonzero(gap > 0))
+    return stats.frame(keys, values)
+
+
+class _BusyStats:
+    """The busy table's figures per group, summed over the chunks of :func:`sweep_chunks`."""
+
+    def __init__(self, ncodes: int):
+        self.ncodes = ncodes
+        # rows: ops first_start last_end gaps max_gap gap_count
+        self.stats = np.zeros((6, ncodes), dtype=np.int64)
+
+    def add(self, c: int, st: np.ndarray, en: np.ndarray, gap: np.ndarray, gaps: int) -> None:
+        col = self.stats[:, c]
+        lo, hi = int(st.min()), int(en.max())
+        col[1] = min(int(col[1]), lo) if col[0] else lo
+        col[2] = max(int(col[2]), hi) if col[0] else hi
         col[0] += len(st)
-        col[1] = min(col[1], st.min())
-        col[2] = max(col[2], en.max())
         col[3] += gap.sum()
-        col[4] = max(col[4], gap.max())
-        col[5] += np.count_nonzero(gap > 0)
-    ops, first, last, gaps, gmax, count = stats
-    agg = dict(zip(keys, values, strict=True))
-    agg.update(ops=ops, first_start_ns=first, last_end_ns=last, span_ns=last - first,
-               busy_ns=last - first - gaps, gaps_ns=gaps, max_gap_ns=gmax, gap_count=count)
-    return pd.DataFrame({c: np.asarray(agg[c], dtype=np.int64) for c in keys + BUSY_COLUMNS})
+        col[4] = max(int(col[4]), int(gap.max()))
+        col[5] += gaps
+
+    def frame(self, keys: list[str], values: list[np.ndarray]) -> pd.DataFrame:
+        """:func:`segment_busy`'s table."""
+        ops, first, last, gaps, gmax, count = self.stats
+        agg = dict(zip(keys, values, strict=True))
+        agg.update(ops=ops, first_start_ns=first, last_end_ns=last, span_ns=last - first,
+                   busy_ns=last - first - gaps, gaps_ns=gaps, max_gap_ns=gmax, gap_count=count)
+        return pd.DataFrame({c: np.asarray(agg[c], dtype=np.int64) for c in keys + BUSY_COLUMNS})
 
 
 @dataclass
@@ -365,43 +378,46 @@ class _Chunked:
         pos[pos == len(self.uniq)] = 0
         return np.where(self.uniq[pos] == corr, self.first[pos], -1).astype(np.int64)
 
-    def streams(self) -> pd.DataFrame:
-        """:func:`_stream_table`."""
-        ops = self.ops
-        coded = _dense_code([ops["device_id"].to_numpy(), ops["stream_id"].to_numpy()])
-        if coded is None:
-            return _stream_table(ops)
-        u = _busy_chunked(["device_id", "stream_id"], coded[1], coded[0],
-                          ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
-        return u[["device_id", "stream_id", "ops", "busy_ns", "span_ns", "gap_count", "gaps_ns",
-                  "max_gap_ns"]]
-
     def gaps(self, window: tuple[int, int] | None) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         """The whole gap table (inner and window-edge gaps, in (device, start) order) and
         the device busy table; None when there is no inner gap (the general path)."""
         ops = self.ops
-        coded = _dense_code([ops["device_id"].to_numpy()])
-        if coded is None:
-            return None
-        code, (devs,) = coded
+        dev = ops["device_id"].to_numpy()
         start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-        busy = _busy_chunked(["device_id"], [devs], code, start, end)
+        w0, w1 = window if window is not None else (None, None)
+        cats = self._api_categories()
+        if int(dev.min()) == int(dev.max()):
+            # One device: one pass, into columns long enough for every op but the first to
+            # follow a gap, plus the two edges. Only the rows written are ever faulted in
+            # (np.empty's pages), and the table is views of their first rows.
+            devs = dev[:1].copy()
+            lead = np.array([window is not None and int(start[0]) > w0])  # start[0]: the min
+            out = _GapColumns(len(start) + 1, cats)
+            busy = self._fill(out, None, devs, start, end, lead.astype(np.int64))
+        else:
+            coded = _dense_code([dev])
+            if coded is None:
+                return None
+            code, (devs,) = coded
+            busy = _busy_chunked(["device_id"], [devs], code, start, end)
+            first = busy["first_start_ns"].to_numpy()
+            lead = (first > w0) if window is not None else np.zeros(len(devs), dtype=bool)
+            trail = (busy["last_end_ns"].to_numpy() < w1) if window is not None else lead & False
+            size = lead + busy["gap_count"].to_numpy() + trail
+            out = _GapColumns(int(size.sum()), cats)
+            self._fill(out, code, devs, start, end, np.cumsum(size) - size + lead)
         count = busy["gap_count"].to_numpy()
         if not count.sum():
             return None
         first, last = busy["first_start_ns"].to_numpy(), busy["last_end_ns"].to_numpy()
-        w0, w1 = window if window is not None else (None, None)
-        lead = (first > w0) if window is not None else np.zeros(len(devs), dtype=bool)
         trail = (last < w1) if window is not None else np.zeros(len(devs), dtype=bool)
-        size = lead.astype(np.int64) + count + trail
+        size = lead + count + trail
         base = np.cumsum(size) - size + lead  # each device's first inner gap
         n = int(size.sum())
-        out = _GapColumns(n, self._api_categories())
-        self._fill(out, code, len(devs), start, end, base.copy())
         edge = np.zeros(n, dtype=bool)
-        for i, dev in enumerate(devs.tolist()):
+        for i, d in enumerate(devs.tolist()):
             lo = int(base[i]) - int(lead[i])
-            out.dev[lo:lo + int(size[i])] = dev
+            out.dev[lo:lo + int(size[i])] = d
             if lead[i]:
                 out.edge(lo, w0, int(first[i]))
                 edge[lo] = True
@@ -409,15 +425,18 @@ class _Chunked:
                 at = int(base[i] + count[i])
                 out.edge(at, int(last[i]), w1)
                 edge[at] = True
-        return out.frame(edge if edge.any() else None), busy
+        return out.frame(n, edge if edge.any() else None), busy
 
     def _api_categories(self) -> list[str]:
         cats = [str(c) for c in self.calls["name"].cat.categories]
         return cats if "" in cats else [*cats, ""]
 
-    def _fill(self, out: _GapColumns, code, ncodes, start, end, cursor) -> None:
+    def _fill(self, out: _GapColumns, code, devs, start, end, cursor) -> pd.DataFrame:
         """The inner gaps, chunk by chunk, each device's from its ``cursor`` on (as
-        :meth:`_Sweep.gap_rows` and :func:`_inner_gaps` make them)."""
+        :meth:`_Sweep.gap_rows` and :func:`_inner_gaps` make them); returns the device busy
+        table (:func:`_busy_chunked`'s)."""
+        ncodes = len(devs)
+        stats = _BusyStats(ncodes)
         ops, calls = self.ops, self.calls
         stream, pid, corr = (ops[c].to_numpy() for c in ("stream_id", "pid", "corr_id"))
         in_graph = ops["in_graph"].to_numpy()
@@ -430,8 +449,9 @@ class _Chunked:
         sync = _SyncEnds.of(calls)
         k_other, k_between, k_copy, k_launch, k_sync, k_replay = (GAP_KINDS.index(k) for k in (
             "other", "between_replays", "input_copy", "launch_bound", "sync_bound", "in_replay"))
-        for c, rows, st, _en, gap, prev_end, prev_pos in sweep_chunks(start, end, code, ncodes):
+        for c, rows, st, en, gap, prev_end, prev_pos in sweep_chunks(start, end, code, ncodes):
             sel = np.flatnonzero(gap > 0)
+            stats.add(c, st, en, gap, len(sel))
             if not len(sel):
                 continue
             o = int(cursor[c])
@@ -461,6 +481,7 @@ class _Chunked:
             kind[same] = k_replay
             out.kind[at] = kind
             out.api[at] = np.where(known, names[take], blank)
+        return stats.frame(["device_id"], [devs])
 
 
 @dataclass
@@ -511,19 +532,20 @@ class _GapColumns:
             a[at] = 0
         self.api[at] = self.api_categories.index("")
 
-    def frame(self, edge: np.ndarray | None) -> pd.DataFrame:
-        """GAP_COLUMNS; ``edge`` marks the window-edge rows (their next_* are <NA>; None: no
-        edge, plain int64 columns as :func:`_merge_sorted` leaves them)."""
+    def frame(self, n: int, edge: np.ndarray | None) -> pd.DataFrame:
+        """GAP_COLUMNS of the first ``n`` rows; ``edge`` marks the window-edge rows (their
+        next_* are <NA>; None: no edge, plain int64 columns as :func:`_merge_sorted` leaves
+        them)."""
         def ints(a: np.ndarray):
-            return a if edge is None else pd.arrays.IntegerArray(a, edge.copy())
+            return a[:n] if edge is None else pd.arrays.IntegerArray(a[:n], edge.copy())
 
         cols = {
-            "device_id": self.dev, "start_ns": self.start, "end_ns": self.end,
-            "gap_ns": self.gap,
-            "kind": pd.Categorical.from_codes(self.kind, categories=list(GAP_KINDS)),
+            "device_id": self.dev[:n], "start_ns": self.start[:n], "end_ns": self.end[:n],
+            "gap_ns": self.gap[:n],
+            "kind": pd.Categorical.from_codes(self.kind[:n], categories=list(GAP_KINDS)),
             "prev_stream_id": ints(self.prev_stream), "next_stream_id": ints(self.next_stream),
             "next_pid": ints(self.next_pid), "next_corr_id": ints(self.next_corr),
-            "next_api": pd.Categorical.from_codes(self.api, categories=self.api_categories),
+            "next_api": pd.Categorical.from_codes(self.api[:n], categories=self.api_categories),
         }
         return pd.DataFrame(cols, copy=False)
 

@@ -58,9 +58,10 @@ def group_order(karr: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> n
     stable order: one compare and ``flatnonzero`` per code, ~0.3 ms each per million rows
     against ~6 ms for the radix sort.
     """
-    if arrays_sorted([*karr, start, end]):
-        return None
     if karr and arrays_sorted([start, end]):
+        # In (start, end) order already, the rows are in (keys, start, end) order exactly
+        # when the keys never decrease (one compare of the code, not arrays_sorted's
+        # gathers of the rows tied on the keys: half of 10M ops are tied on a replay's key).
         code = None  # keys that hold one value add nothing to it (one device)
         width = 1
         for a in karr:
@@ -69,16 +70,19 @@ def group_order(karr: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> n
                 break
             if lo == hi:
                 continue
-            code = a - lo if code is None else code * (hi - lo + 1) + (a - lo)
+            code = a if code is None and lo == 0 else a - lo if code is None else (
+                code * (hi - lo + 1) + (a - lo))
             width *= hi - lo + 1
         else:
-            if code is None:
+            if code is None or (code[1:] >= code[:-1]).all():
                 return None
             if width <= _FEW_CODES:
                 return np.concatenate([np.flatnonzero(code == c) for c in range(width)])
             if width <= 2**16:
                 code = code.astype(np.uint16)
             return np.argsort(code, kind="stable")
+    if arrays_sorted([*karr, start, end]):
+        return None
     return np.lexsort([end, start, *karr[::-1]])
 
 
@@ -125,7 +129,45 @@ def gap_sweep(start: np.ndarray, end: np.ndarray,
     """The sweep of :func:`group_gaps` over int64 rows sorted into groups (``first`` marks each
     group's first row): per row its gap (0 on a group's first row), the running max of the
     ends before it (``prev_end``) and the position of the row that reached that max
-    (``prev_pos``); both 0 on a group's first row."""
+    (``prev_pos``); both 0 on a group's first row.
+
+    Over SWEEP_CHUNK rows, a chunk at a time into the three results: a chunk that continues
+    the last one's group is swept with that group's running max and its row as an extra
+    row 0 (as :func:`sweep_chunks` carries it), so the running maxima and holder positions
+    are a chunk long (at 5M in-graph ops they were two 40 MB fresh arrays)."""
+    n = len(start)
+    if n <= SWEEP_CHUNK:
+        return _gap_sweep(start, end, first)
+    gap, prev_end, prev_pos = (np.empty(n, dtype=np.int64) for _ in range(3))
+    cmax = cpos = 0
+    for a in range(0, n, SWEEP_CHUNK):
+        b = min(a + SWEEP_CHUNK, n)
+        f = first[a:b]
+        if f[0]:
+            g, pe, pp = _gap_sweep(start[a:b], end[a:b], f)
+            pp += a
+        else:
+            s2, e2, f2 = (np.empty(b - a + 1, dtype=x.dtype) for x in (start, end, first))
+            s2[0] = e2[0] = cmax
+            f2[0] = True
+            s2[1:], e2[1:], f2[1:] = start[a:b], end[a:b], f
+            g, pe, pp = (x[1:] for x in _gap_sweep(s2, e2, f2))
+            at_carry = pp == 0
+            pp += a - 1
+            pp[at_carry] = cpos
+        pp[f] = 0
+        gap[a:b], prev_end[a:b], prev_pos[a:b] = g, pe, pp
+        last = b - 1
+        if first[last] or end[last] >= prev_end[last]:
+            cmax, cpos = int(end[last]), last
+        else:
+            cmax, cpos = int(prev_end[last]), int(prev_pos[last])
+    return gap, prev_end, prev_pos
+
+
+def _gap_sweep(start: np.ndarray, end: np.ndarray,
+               first: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`gap_sweep` of the whole arrays at once."""
     n = len(start)
     runmax = _segment_cummax(end, first)
     # Position of the row that holds the running max: a row "sets" the max when its end is

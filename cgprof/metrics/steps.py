@@ -455,6 +455,36 @@ def _busy_per_step(step: np.ndarray, start: np.ndarray, end: np.ndarray, n: int
     return out
 
 
+#: Calls per chunk of :func:`_per_step_family`.
+_CHUNK = 1 << 20
+
+
+def _per_step_family(call_step: np.ndarray, live: np.ndarray | None, fcode: np.ndarray,
+                     dur: np.ndarray, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Calls and host time (float64 sums of ``dur``) per (step, family) of the ``live`` calls
+    (None: all): bincounts over ``step * k + family + 1`` (slot 0: no family), reshaped to
+    (n, k). A chunk of calls at a time while every float sum is exact (so adding the chunks'
+    sums gives the one-pass bincount's figures): the bin numbers, the float64 weights and
+    the live calls' values were each a 10M-long fresh array."""
+    m = int(np.count_nonzero(live)) if live is not None else len(call_step)
+    big = max(-int(dur.min()), int(dur.max())) if len(dur) else 0
+    step = _CHUNK if big * max(m, 1) < 2**53 else max(len(call_step), 1)
+    per_fam = np.zeros(n * k, dtype=np.int64)
+    host_fam = np.zeros(n * k, dtype=np.float64)
+    for a in range(0, len(call_step), step):
+        cut = slice(a, a + step)
+        sc, fc, d = call_step[cut], fcode[cut], dur[cut]
+        if live is not None:
+            keep = live[cut]
+            sc, fc, d = sc[keep], fc[keep], d[keep]
+        bins = np.multiply(sc, k, dtype=np.int64)
+        bins += fc
+        bins += 1
+        per_fam += np.bincount(bins, minlength=n * k)[: n * k]
+        host_fam += np.bincount(bins, weights=d.astype(np.float64), minlength=n * k)[: n * k]
+    return per_fam.reshape(n, k), host_fam.reshape(n, k)
+
+
 def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops: pd.DataFrame,
              whole: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The step table and call_steps; numpy over the few columns needed, each call and op
@@ -479,13 +509,8 @@ def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops:
     # Calls and host time per (step, family): one bincount each over step * k + family.
     fcode, fams = _family_codes(calls["family"])
     k = len(fams) + 1
-    bins = np.multiply(step_c, k, dtype=np.int64)
-    bins += pick(fcode)
-    bins += 1  # slot 0: no family
-    per_fam = np.bincount(bins, minlength=n * k)[: n * k].reshape(n, k)
-    dur = pick(calls["dur_ns"].to_numpy(np.int64)).astype(np.float64)
-    host_fam = np.bincount(bins, weights=dur, minlength=n * k)[: n * k].reshape(n, k)
-    del bins, dur
+    per_fam, host_fam = _per_step_family(call_step, None if every else live, fcode,
+                                         calls["dur_ns"].to_numpy(np.int64), n, k)
 
     def fam_col(table: np.ndarray, family: str) -> np.ndarray:
         return table[:, fams.index(family) + 1] if family in fams else np.zeros(n, table.dtype)
