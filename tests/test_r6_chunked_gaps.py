@@ -148,3 +148,27 @@ def test_per_step_family_in_chunks_equals_one_bincount(monkeypatch):
             got_c, got_h = S._per_step_family(call_step, live, fcode, dur, n, k)
             assert got_c.tolist() == want_c.tolist()
             assert got_h.tolist() == want_h.tolist()
+
+
+def test_busy_per_step_in_chunks_equals_the_sorted_sweep(monkeypatch):
+    from cgprof.metrics import steps as S
+
+    rng = np.random.default_rng(10)
+    for _ in range(200):
+        m, n = int(rng.integers(1, 50)), int(rng.integers(1, 6))
+        start = np.sort(rng.integers(0, 100, m))
+        end = start + rng.integers(0, 30, m)
+        o = np.lexsort((end, start))
+        start, end = start[o], end[o]
+        step = np.sort(rng.integers(-1, n, m))  # steps follow time; -1: no step
+        if rng.random() < 0.5:
+            step[rng.random(m) < 0.2] = -1
+        mask = (step >= 0) & (rng.random(m) < rng.choice([1.0, 0.6]))
+        assert S._steps_follow_time(step, start, end, mask)
+        want = S._busy_per_step(step[mask], start[mask], end[mask], n)
+        for chunk in (1, 2, 5, 1 << 20):
+            monkeypatch.setattr(S, "_CHUNK", chunk)
+            got = S._busy_per_step_chunked(step, start, end, n, mask)
+            for k in want:
+                assert got[k].tolist() == want[k].tolist(), (k, chunk)
+    assert not S._steps_follow_time(np.array([1, 0]), np.array([0, 1]), np.array([1, 2]), None)
