@@ -105,6 +105,9 @@ def test_gap_sweep_in_chunks_equals_one_sweep(monkeypatch):
             got = iv.gap_sweep(*c)
             for g, x in zip(got, w, strict=True):
                 assert g.tolist() == x.tolist()
+            gap, none, prev_pos = iv.gap_sweep(*c, want_prev_end=False)
+            assert none is None
+            assert gap.tolist() == w[0].tolist() and prev_pos.tolist() == w[2].tolist()
 
 
 def test_replay_inner_gap_blocks_equal_one_block(monkeypatch):

@@ -124,8 +124,8 @@ def group_gaps(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     )
 
 
-def gap_sweep(start: np.ndarray, end: np.ndarray,
-              first: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def gap_sweep(start: np.ndarray, end: np.ndarray, first: np.ndarray,
+              want_prev_end: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """The sweep of :func:`group_gaps` over int64 rows sorted into groups (``first`` marks each
     group's first row): per row its gap (0 on a group's first row), the running max of the
     ends before it (``prev_end``) and the position of the row that reached that max
@@ -134,11 +134,14 @@ def gap_sweep(start: np.ndarray, end: np.ndarray,
     Over SWEEP_CHUNK rows, a chunk at a time into the three results: a chunk that continues
     the last one's group is swept with that group's running max and its row as an extra
     row 0 (as :func:`sweep_chunks` carries it), so the running maxima and holder positions
-    are a chunk long (at 5M in-graph ops they were two 40 MB fresh arrays)."""
+    are a chunk long (at 5M in-graph ops they were two 40 MB fresh arrays).
+    ``want_prev_end=False``: ``prev_end`` is None (not kept past each chunk)."""
     n = len(start)
     if n <= SWEEP_CHUNK:
-        return _gap_sweep(start, end, first)
-    gap, prev_end, prev_pos = (np.empty(n, dtype=np.int64) for _ in range(3))
+        out = _gap_sweep(start, end, first)
+        return out if want_prev_end else (out[0], None, out[2])
+    gap, prev_pos = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    prev_end = np.empty(n, dtype=np.int64) if want_prev_end else None
     cmax = cpos = 0
     for a in range(0, n, SWEEP_CHUNK):
         b = min(a + SWEEP_CHUNK, n)
@@ -156,12 +159,14 @@ def gap_sweep(start: np.ndarray, end: np.ndarray,
             pp += a - 1
             pp[at_carry] = cpos
         pp[f] = 0
-        gap[a:b], prev_end[a:b], prev_pos[a:b] = g, pe, pp
+        gap[a:b], prev_pos[a:b] = g, pp
+        if prev_end is not None:
+            prev_end[a:b] = pe
         last = b - 1
-        if first[last] or end[last] >= prev_end[last]:
+        if f[-1] or end[last] >= pe[-1]:
             cmax, cpos = int(end[last]), last
         else:
-            cmax, cpos = int(prev_end[last]), int(prev_pos[last])
+            cmax, cpos = int(pe[-1]), int(pp[-1])
     return gap, prev_end, prev_pos
 
 

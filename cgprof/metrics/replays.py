@@ -130,6 +130,13 @@ def _with_stats(base: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
 _WORK_INTS = ("pid", "corr_id", "start_ns", "end_ns", "device_id", "stream_id")
 
 
+class _Identity:
+    """``np.arange(n)`` as an index map, without the array: ``_Identity()[x]`` is ``x``."""
+
+    def __getitem__(self, x):
+        return x
+
+
 def _replay_stats(ops: pd.DataFrame, in_graph: np.ndarray) -> dict[str, np.ndarray] | None:
     """What :func:`_with_stats`' frame path computes per replay, in numpy over the in-graph ops
     (sorted by (pid, corr_id, start, end) through :func:`group_order`, no frame copies): one
@@ -148,7 +155,7 @@ def _replay_stats(ops: pd.DataFrame, in_graph: np.ndarray) -> dict[str, np.ndarr
     corr, start, end = col("corr_id"), col("start_ns"), col("end_ns")
     pid = np.broadcast_to(all_pid[:1], corr.shape) if one_pid else col("pid")
     order = group_order([corr] if one_pid else [pid, corr], start, end)
-    pos = np.arange(len(corr)) if order is None else order  # sorted row -> work row
+    pos = _Identity() if order is None else order  # sorted row -> work row
     if order is not None:
         corr, start, end = corr[order], start[order], end[order]
         pid = pid if one_pid else pid[order]
@@ -157,7 +164,7 @@ def _replay_stats(ops: pd.DataFrame, in_graph: np.ndarray) -> dict[str, np.ndarr
     np.not_equal(corr[1:], corr[:-1], out=first[1:])
     if not one_pid:
         first[1:] |= pid[1:] != pid[:-1]
-    gap, _, prev_pos = gap_sweep(start, end, first)
+    gap, _, prev_pos = gap_sweep(start, end, first, want_prev_end=False)
     busy = segment_busy(["pid", "corr_id"], [pid, corr], start, end, gap, first)
     stats = {c: busy[c].to_numpy() for c in busy.columns}
     at = np.flatnonzero(first)
@@ -170,7 +177,8 @@ def _replay_stats(ops: pd.DataFrame, in_graph: np.ndarray) -> dict[str, np.ndarr
     two = size > 1
     if (start[at[two] + 1] == start[at[two]]).any():
         tied = start == np.repeat(start[at], size)
-        where = np.minimum.reduceat(np.where(tied, pos, len(pos)), at)
+        every = np.arange(len(corr)) if order is None else order
+        where = np.minimum.reduceat(np.where(tied, every, len(every)), at)
     else:
         where = pos[at]
     where = where if idx is None else idx[where]
