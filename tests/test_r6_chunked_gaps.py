@@ -175,3 +175,34 @@ def test_busy_per_step_in_chunks_equals_the_sorted_sweep(monkeypatch):
             for k in want:
                 assert got[k].tolist() == want[k].tolist(), (k, chunk)
     assert not S._steps_follow_time(np.array([1, 0]), np.array([0, 1]), np.array([1, 2]), None)
+
+
+def test_gpu_ops_merge_of_sorted_sources_is_the_stable_sort(monkeypatch):
+    from cgprof.metrics import gpu as GP
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        k = int(rng.integers(1, 5))
+        starts, ends = [], []
+        for _ in range(k):
+            m = int(rng.integers(0, 12)) if starts else int(rng.integers(1, 12))
+            s = rng.integers(0, 15, m)
+            e = s + rng.integers(0, 4, m)
+            o = np.lexsort((e, s))
+            starts.append(s[o])
+            ends.append(e[o])
+        masks = GP._merge_masks(starts, ends)
+        s_all, e_all = np.concatenate(starts), np.concatenate(ends)
+        order = np.lexsort((e_all, s_all))
+        src = np.concatenate([np.full(len(s), j) for j, s in enumerate(starts)])
+        if masks == [None]:
+            assert k == 1
+            continue
+        assert masks is not None
+        which = np.full(len(s_all), -1)
+        for j, mask in enumerate(masks):
+            which[mask] = j
+        assert which.tolist() == src[order].tolist()
+    monkeypatch.setattr(GP, "_MAX_TIES", 0)
+    tied = ([np.array([1, 2]), np.array([2])], [np.array([3, 3]), np.array([3])])
+    assert GP._merge_masks(*tied) is None
