@@ -534,13 +534,17 @@ def _busy_per_step_chunked(step: np.ndarray, start: np.ndarray, end: np.ndarray,
             e[0] = max(int(e[0]), c_max)
         starts = first.copy()
         starts[0] = True  # restarting at a carried row 0 is the same: its end holds the max
-        runmax = _segment_cummax(e, starts)
+        at = np.flatnonzero(starts)
+        # one plain running maximum when no step's first op ends before the earlier steps'
+        # ops did (steps follow each other on the GPU), as _busy_per_step
+        runmax = np.maximum.accumulate(e)
+        if not (runmax[at[1:] - 1] <= e[at[1:]]).all():
+            runmax = _segment_cummax(e, starts)
         gap = np.empty(m, dtype=np.int64)
         gap[0] = 0 if first[0] else max(int(s[0]) - c_max, 0)
         np.subtract(s[1:], runmax[:-1], out=gap[1:])
         np.maximum(gap[1:], 0, out=gap[1:])
         gap[first] = 0
-        at = np.flatnonzero(starts)
         sv = st[at]
         seg_end = np.append(at[1:], m)
         out["ops"][sv] += seg_end - at
