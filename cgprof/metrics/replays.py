@@ -191,7 +191,10 @@ def _replay_stats(ops: pd.DataFrame, in_graph: np.ndarray) -> dict[str, np.ndarr
     # all, each replay's first row coming before its inner rows).
     n_in = size[two] - 1
     at_in = np.cumsum(n_in) - n_in
-    gap_in = gap[~first]
+    del pid, corr, start, end, busy  # the in-graph rows' columns: not read past here
+    np.logical_not(first, out=first)
+    gap_in = gap[first]  # the rows after each replay's first
+    del gap, first
     median = np.full(n_rep, np.nan)
     after = np.full(n_rep, None, dtype=object)
     if len(gap_in):
