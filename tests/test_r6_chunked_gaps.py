@@ -206,3 +206,25 @@ def test_gpu_ops_merge_of_sorted_sources_is_the_stable_sort(monkeypatch):
     monkeypatch.setattr(GP, "_MAX_TIES", 0)
     tied = ([np.array([1, 2]), np.array([2])], [np.array([3, 3]), np.array([3])])
     assert GP._merge_masks(*tied) is None
+
+
+@pytest.mark.parametrize("name", ["mlp_train_eager", "mlp_train_graph", "ddp_mlp_train_graph",
+                                  "user_train_graph"])
+def test_launch_wait_per_step_in_chunks(traces_dir, monkeypatch, name):
+    from cgprof.metrics import analyze
+    from cgprof.metrics import steps as S
+
+    r = analyze(traces_dir / f"{name}.sqlite")
+    gaps, cs, n = r.step_gaps, r.steps.call_steps, len(r.steps.steps)
+    rows = np.flatnonzero(S._is_value(gaps["kind"], "launch_bound"))
+    want = S._wait_per_step(gaps, rows, cs, n)
+    assert want.tolist() == r.steps.steps["launch_wait_ns"].tolist()
+    for chunk in (1, 5, 1 << 20):
+        monkeypatch.setattr(S, "_CHUNK", chunk)
+        got = S._wait_per_step_chunked(gaps, rows, cs, n)
+        if name == "ddp_mlp_train_graph":
+            assert got is None  # two processes
+        elif name == "user_train_graph":  # dense correlation ids: the lookup table
+            assert got is not None
+        if got is not None:
+            assert got.tolist() == want.tolist()

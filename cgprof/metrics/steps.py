@@ -167,6 +167,51 @@ def classify_steps(result: StepResult, gaps: pd.DataFrame) -> None:
     cs = result.call_steps
     # positions, not the mask: a take of an Int64 column costs a fifth of its mask selection
     wait_rows = np.flatnonzero(is_wait)
+    per = _wait_per_step_chunked(gaps, wait_rows, cs, n)
+    if per is None:
+        per = _wait_per_step(gaps, wait_rows, cs, n)
+    dur = st["dur_ns"].to_numpy(np.int64)
+    busy = st["gpu_busy_ns"].to_numpy(np.int64)
+    idle = np.maximum(dur - busy, 0)
+    st["launch_wait_ns"] = per
+    st["launch_bound"] = (dur > 0) & (busy < BUSY_SHARE * dur) & (per >= WAIT_SHARE * idle)
+
+
+def _wait_per_step_chunked(gaps: pd.DataFrame, rows: np.ndarray, cs: pd.DataFrame,
+                           n: int) -> np.ndarray | None:
+    """:func:`_wait_per_step` for one process (the steps from :func:`_dense_steps`' table) a
+    chunk of gaps at a time, while the float64 sums are exact: the gathered keys, gaps and
+    steps were 10M-long fresh arrays. None where that does not apply."""
+    cols = [gaps[c] for c in ("next_pid", "next_corr_id")]
+    g = gaps["gap_ns"]
+    if g.dtype != np.int64 or not all(c.dtype == np.int64 or isinstance(c.dtype, pd.Int64Dtype)
+                                      for c in cols):
+        return None
+    g = g.to_numpy()
+    if len(rows) and max(-int(g.min()), int(g.max())) * len(rows) >= 2**53:
+        return None
+    pid_c = cs["pid"].to_numpy()
+    none = np.zeros(0, dtype=np.int64)
+    dense = _dense_steps(none, none, pid_c, cs["corr_id"].to_numpy(), cs["step"].to_numpy())
+    if dense is None:
+        return None
+    (table, lo), p = dense, pid_c[0]
+    per = np.zeros(n, dtype=np.float64)
+    for a in range(0, len(rows), _CHUNK):
+        r = rows[a:a + _CHUNK]
+        w_pid, w_corr = (_int64_rows(c, r) for c in cols)
+        if (w_pid != p).any():
+            return None  # another process: the general path
+        step = table_get(table, w_corr - lo if lo else w_corr)
+        hit = step >= 0
+        per += np.bincount(step[hit], weights=g[r][hit].astype(np.float64), minlength=n)[:n]
+    return per.astype(np.int64)
+
+
+def _wait_per_step(gaps: pd.DataFrame, wait_rows: np.ndarray, cs: pd.DataFrame,
+                   n: int) -> np.ndarray:
+    """Launch-wait ns per step: the ``wait_rows`` gaps summed by the step of their next op's
+    launch call (``cs``: ``call_steps``)."""
     w_pid = _int64_rows(gaps["next_pid"], wait_rows)
     w_corr = _int64_rows(gaps["next_corr_id"], wait_rows)
     gap = _int64_rows(gaps["gap_ns"], wait_rows).astype(np.float64)
@@ -188,12 +233,7 @@ def classify_steps(result: StepResult, gaps: pd.DataFrame) -> None:
             hit = row >= 0
             step = cs["step"].to_numpy(np.int64)[row[hit]]
             gap = gap[hit]
-    per = np.bincount(step, weights=gap, minlength=n)[:n].astype(np.int64)
-    dur = st["dur_ns"].to_numpy(np.int64)
-    busy = st["gpu_busy_ns"].to_numpy(np.int64)
-    idle = np.maximum(dur - busy, 0)
-    st["launch_wait_ns"] = per
-    st["launch_bound"] = (dur > 0) & (busy < BUSY_SHARE * dur) & (per >= WAIT_SHARE * idle)
+    return np.bincount(step, weights=gap, minlength=n)[:n].astype(np.int64)
 
 
 def _int64_rows(col: pd.Series, rows: np.ndarray) -> np.ndarray:
