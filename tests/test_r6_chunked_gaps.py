@@ -228,3 +228,56 @@ def test_launch_wait_per_step_in_chunks(traces_dir, monkeypatch, name):
             assert got is not None
         if got is not None:
             assert got.tolist() == want.tolist()
+
+
+def _synthetic(rng, n, devices, pids=(7,)):
+    start = np.sort(rng.integers(0, 20 * n, n))
+    end = start + rng.integers(1, 40, n)
+    o = np.lexsort((end, start))
+    start, end = start[o], end[o]
+    corr = rng.integers(1, n // 2 + 2, n)  # shared ids: replays of several ops
+    ops = pd.DataFrame({
+        "start_ns": start, "end_ns": end,
+        "device_id": rng.choice(devices, n).astype(np.int64),
+        "stream_id": rng.choice([3, 7, 9], n).astype(np.int64),
+        "pid": rng.choice(pids, n).astype(np.int64),
+        "corr_id": corr.astype(np.int64),
+        "kind": pd.Categorical(rng.choice(["kernel", "memcpy", "memset"], n)),
+        "in_graph": rng.random(n) < 0.4,
+        "is_input_copy": np.zeros(n, dtype=bool),
+    })
+    ids = np.unique(corr)
+    ids = ids[rng.random(len(ids)) < 0.8]  # some ops without a launch call
+    m = len(ids) + 5
+    c_start = np.sort(rng.integers(0, 20 * n, m))
+    fam = rng.choice(["kernel_launch", "graph_launch", "memcpy", "sync", "other"], m)
+    calls = pd.DataFrame({
+        "pid": np.full(m, pids[0], dtype=np.int64),
+        "corr_id": np.concatenate([ids, 10**6 + np.arange(5)]).astype(np.int64),
+        "start_ns": c_start, "end_ns": c_start + rng.integers(0, 30, m),
+        "name": pd.Categorical(np.where(fam == "sync", "cudaDeviceSynchronize",
+                                        np.where(fam == "graph_launch", "cudaGraphLaunch",
+                                                 "cudaLaunchKernel"))),
+        "family": pd.Categorical(fam),
+    })
+    return ops, calls
+
+
+@pytest.mark.parametrize("devices", [[0], [0, 1], [1, 4, 5]])
+def test_chunked_gaps_on_synthetic_devices(monkeypatch, devices):
+    rng = np.random.default_rng(len(devices))
+    for _ in range(20):
+        ops, calls = _synthetic(rng, int(rng.integers(20, 200)), devices)
+        lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
+        windows = [None, (lo - 5, hi + 5), (lo, hi), (lo + (hi - lo) // 4, hi - (hi - lo) // 4)]
+        monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 10**9)
+        slow = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+        monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 0)
+        for chunk in (3, 17, 1 << 20):
+            monkeypatch.setattr(iv, "SWEEP_CHUNK", chunk)
+            assert G._Chunked.of(ops, calls) is not None
+            fast = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+            for f, s in zip(fast, slow, strict=True):
+                pdt.assert_frame_equal(f.gaps, s.gaps)
+                for table in ("devices", "by_kind", "histogram", "streams"):
+                    pdt.assert_frame_equal(getattr(f, table), getattr(s, table))
