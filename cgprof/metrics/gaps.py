@@ -30,14 +30,19 @@ import pandas as pd
 
 from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
+    BUSY_COLUMNS,
+    _distinct_table,
     arrays_sorted,
     busy_from_gaps,
+    counts_by_code,
     gap_sweep,
     group_gaps,
     group_order,
     match_pairs,
     segment_busy,
     sums_by_code,
+    sweep_chunks,
+    table_get,
     union_busy,
 )
 
@@ -124,8 +129,14 @@ def gpu_gaps(
             end > start).to_numpy(dtype=bool)
         ops = ops if live.all() else ops[live]
     streams = _stream_table(ops)  # before the gap table exists: its sort is a big transient
-    sweep = _Sweep.of(ops)
-    if sweep is not None:
+    chunked = _Chunked.of(ops, calls)
+    table = chunked.gaps(window) if chunked is not None else None
+    del chunked
+    sweep = _Sweep.of(ops) if table is None else None
+    if table is not None:
+        gaps, busy = table
+        edges = None
+    elif sweep is not None:
         gaps = _inner_gaps(sweep.gap_rows(ops), calls, columns=True)
         busy = sweep.busy()
         del sweep
@@ -136,7 +147,7 @@ def gpu_gaps(
         busy = busy_from_gaps(g, ["device_id"]) if len(ops) else None
         del g
         edges = _edge_gaps(ops, window)
-    all_gaps = _merge_sorted(gaps, edges)
+    all_gaps = gaps if edges is None else _merge_sorted(gaps, edges)
     if isinstance(gaps, dict):
         gaps = pd.DataFrame(gaps, copy=False)  # what is left of it (the fast path took it all)
     if all_gaps is None:
@@ -220,6 +231,324 @@ class _Sweep:
     def busy(self) -> pd.DataFrame:
         """``busy_from_gaps(group_gaps(ops, ["device_id"]), ["device_id"])``."""
         return segment_busy(["device_id"], [self.dev], self.start, self.end, self.gap, self.first)
+
+
+#: Ops below this count take the whole-array sweep (:class:`_Sweep`): the chunked one
+#: (:class:`_Chunked`) pays where the gap table's temporaries would be hundreds of MB (10M
+#: ops: -0.3 GB peak, -2 s); at 1M ops it cost ~30 ms more CPU and ~60 MB more peak RSS.
+CHUNKED_MIN_OPS = 1 << 21
+
+#: Distinct (device, stream) codes the chunked sweep takes (one uint16 code per op).
+_MAX_CODES = 1 << 16
+
+
+def _dense_code(arrays: list[np.ndarray]) -> tuple[np.ndarray | None, list[np.ndarray]] | None:
+    """One small code per row for the distinct tuples of int64 ``arrays`` (in sorted tuple
+    order): the uint16 codes (None: one tuple) and each array's value per code; None when the
+    values span more than _MAX_CODES tuples. Counted a chunk at a time (no full-length
+    int64 temporary)."""
+    n = len(arrays[0])
+    los = [int(a.min()) for a in arrays]
+    spans = [int(a.max()) - lo + 1 for a, lo in zip(arrays, los, strict=True)]
+    width = int(np.prod(spans, dtype=object))
+    if width > _MAX_CODES:
+        return None
+    step = 1 << 20
+
+    def combo(a: int, b: int) -> np.ndarray:
+        out = np.zeros(b - a, dtype=np.int64)
+        for arr, lo, span in zip(arrays, los, spans, strict=True):
+            out *= span
+            out += arr[a:b]
+            out -= lo
+        return out
+
+    counts = np.zeros(width, dtype=np.int64)
+    for a in range(0, n, step):
+        counts += np.bincount(combo(a, min(a + step, n)), minlength=width)
+    present = np.flatnonzero(counts)
+    values, rest = [], present
+    for lo, span in zip(los[::-1], spans[::-1], strict=True):
+        values.append(rest % span + lo)
+        rest = rest // span
+    values = values[::-1]
+    if len(present) == 1:
+        return None, values
+    lut = np.zeros(width, dtype=np.uint16)
+    lut[present] = np.arange(len(present), dtype=np.uint16)
+    code = np.empty(n, dtype=np.uint16)
+    for a in range(0, n, step):
+        b = min(a + step, n)
+        code[a:b] = lut[combo(a, b)]
+    return code, values
+
+
+def _busy_chunked(keys: list[str], values: list[np.ndarray], code: np.ndarray | None,
+                  start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+    """:func:`segment_busy` of rows in (start, end) order grouped by ``code``
+    (:func:`_dense_code`), through :func:`sweep_chunks`."""
+    stats = _BusyStats(len(values[0]))
+    for c, _rows, st, en, gap, _pe, _pp in sweep_chunks(start, end, code, stats.ncodes,
+                                                        positions=False):
+        stats.add(c, st, en, gap, np.count_nonzero(gap > 0))
+    return stats.frame(keys, values)
+
+
+class _BusyStats:
+    """The busy table's figures per group, summed over the chunks of :func:`sweep_chunks`."""
+
+    def __init__(self, ncodes: int):
+        self.ncodes = ncodes
+        # rows: ops first_start last_end gaps max_gap gap_count
+        self.stats = np.zeros((6, ncodes), dtype=np.int64)
+
+    def add(self, c: int, st: np.ndarray, en: np.ndarray, gap: np.ndarray, gaps: int) -> None:
+        col = self.stats[:, c]
+        lo, hi = int(st.min()), int(en.max())
+        col[1] = min(int(col[1]), lo) if col[0] else lo
+        col[2] = max(int(col[2]), hi) if col[0] else hi
+        col[0] += len(st)
+        col[3] += gap.sum()
+        col[4] = max(int(col[4]), int(gap.max()))
+        col[5] += gaps
+
+    def frame(self, keys: list[str], values: list[np.ndarray]) -> pd.DataFrame:
+        """:func:`segment_busy`'s table."""
+        ops, first, last, gaps, gmax, count = self.stats
+        agg = dict(zip(keys, values, strict=True))
+        agg.update(ops=ops, first_start_ns=first, last_end_ns=last, span_ns=last - first,
+                   busy_ns=last - first - gaps, gaps_ns=gaps, max_gap_ns=gmax, gap_count=count)
+        return pd.DataFrame({c: np.asarray(agg[c], dtype=np.int64) for c in keys + BUSY_COLUMNS})
+
+
+@dataclass
+class _Chunked:
+    """:func:`gpu_gaps` of a big ops table a chunk at a time (:func:`sweep_chunks`): the gap
+    table's columns are allocated once at their final length and filled chunk by chunk, with
+    the window-edge rows in their slots, where the whole-array path gathered ~20 columns
+    of every gap, classified them and copied each again to insert the edges (at 10M gaps:
+    +1.4 GB of transients and ~4 s of fresh-page faults). Same rows and dtypes as that path.
+
+    It applies to plain int64 ops in (start, end) order and API calls of the same single
+    process, with categorical names, and times that float64 holds exactly (so that the int
+    compares are the float ones of the general path); :meth:`of` says None otherwise."""
+
+    ops: pd.DataFrame
+    calls: pd.DataFrame
+    #: correlation id - lo -> first call row (-1: none), or None: ``uniq``/``first`` (the
+    #: sorted distinct ids and each one's first row, as :func:`first_match` finds them)
+    table: np.ndarray | None
+    lo: int
+    uniq: np.ndarray | None = None
+    first: np.ndarray | None = None
+
+    @staticmethod
+    def of(ops: pd.DataFrame, calls: pd.DataFrame) -> _Chunked | None:
+        if len(ops) < max(CHUNKED_MIN_OPS, 1) or not len(calls):
+            return None
+        if any(ops[c].dtype != np.int64 for c in _OP_INTS) or ops["in_graph"].dtype != bool or (
+                not isinstance(ops["kind"].dtype, pd.CategoricalDtype)):
+            return None
+        if any(calls[c].dtype != np.int64 for c in ("pid", "corr_id", "start_ns", "end_ns")) or (
+                not isinstance(calls["name"].dtype, pd.CategoricalDtype)):
+            return None
+        start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+        if not all(_exact_float(a) for a in (start, end, calls["start_ns"].to_numpy(),
+                                              calls["end_ns"].to_numpy())):
+            return None
+        pids = {v for df in (ops, calls) for v in (int(df["pid"].min()), int(df["pid"].max()))}
+        corr = calls["corr_id"].to_numpy()
+        o_corr = ops["corr_id"].to_numpy()
+        if len(pids) != 1 or min(int(corr.min()), int(o_corr.min())) < 0 or max(
+                int(corr.max()), int(o_corr.max())) >= 2**32:
+            return None  # match_pairs' coded keys, or none
+        if not arrays_sorted([start, end]):
+            return None
+        dense = _distinct_table(corr)
+        if dense is not None:
+            return _Chunked(ops, calls, *dense)
+        uniq, first = np.unique(corr, return_index=True)
+        return _Chunked(ops, calls, None, 0, uniq, first)
+
+    def launch_rows(self, corr: np.ndarray) -> np.ndarray:
+        """The row of each correlation id's (first) call, -1 where none: :func:`first_match`
+        of the one process's keys."""
+        if self.table is not None:
+            return table_get(self.table, corr - self.lo if self.lo else corr)
+        pos = np.searchsorted(self.uniq, corr)
+        pos[pos == len(self.uniq)] = 0
+        return np.where(self.uniq[pos] == corr, self.first[pos], -1).astype(np.int64)
+
+    def gaps(self, window: tuple[int, int] | None) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+        """The whole gap table (inner and window-edge gaps, in (device, start) order) and
+        the device busy table; None when there is no inner gap (the general path)."""
+        ops = self.ops
+        dev = ops["device_id"].to_numpy()
+        start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+        w0, w1 = window if window is not None else (None, None)
+        cats = self._api_categories()
+        if int(dev.min()) == int(dev.max()):
+            # One device: one pass, into columns long enough for every op but the first to
+            # follow a gap, plus the two edges. Only the rows written are ever faulted in
+            # (np.empty's pages), and the table is views of their first rows.
+            devs = dev[:1].copy()
+            lead = np.array([window is not None and int(start[0]) > w0])  # start[0]: the min
+            out = _GapColumns(len(start) + 1, cats)
+            busy = self._fill(out, None, devs, start, end, lead.astype(np.int64))
+        else:
+            coded = _dense_code([dev])
+            if coded is None:
+                return None
+            code, (devs,) = coded
+            busy = _busy_chunked(["device_id"], [devs], code, start, end)
+            first = busy["first_start_ns"].to_numpy()
+            lead = (first > w0) if window is not None else np.zeros(len(devs), dtype=bool)
+            trail = (busy["last_end_ns"].to_numpy() < w1) if window is not None else lead & False
+            size = lead + busy["gap_count"].to_numpy() + trail
+            out = _GapColumns(int(size.sum()), cats)
+            self._fill(out, code, devs, start, end, np.cumsum(size) - size + lead)
+        count = busy["gap_count"].to_numpy()
+        if not count.sum():
+            return None
+        first, last = busy["first_start_ns"].to_numpy(), busy["last_end_ns"].to_numpy()
+        trail = (last < w1) if window is not None else np.zeros(len(devs), dtype=bool)
+        size = lead + count + trail
+        base = np.cumsum(size) - size + lead  # each device's first inner gap
+        n = int(size.sum())
+        edge = np.zeros(n, dtype=bool)
+        for i, d in enumerate(devs.tolist()):
+            lo = int(base[i]) - int(lead[i])
+            out.dev[lo:lo + int(size[i])] = d
+            if lead[i]:
+                out.edge(lo, w0, int(first[i]))
+                edge[lo] = True
+            if trail[i]:
+                at = int(base[i] + count[i])
+                out.edge(at, int(last[i]), w1)
+                edge[at] = True
+        return out.frame(n, edge if edge.any() else None), busy
+
+    def _api_categories(self) -> list[str]:
+        cats = [str(c) for c in self.calls["name"].cat.categories]
+        return cats if "" in cats else [*cats, ""]
+
+    def _fill(self, out: _GapColumns, code, devs, start, end, cursor) -> pd.DataFrame:
+        """The inner gaps, chunk by chunk, each device's from its ``cursor`` on (as
+        :meth:`_Sweep.gap_rows` and :func:`_inner_gaps` make them); returns the device busy
+        table (:func:`_busy_chunked`'s)."""
+        ncodes = len(devs)
+        stats = _BusyStats(ncodes)
+        ops, calls = self.ops, self.calls
+        stream, pid, corr = (ops[c].to_numpy() for c in ("stream_id", "pid", "corr_id"))
+        in_graph = ops["in_graph"].to_numpy()
+        kinds = ops["kind"]
+        is_copy = np.append(kinds.cat.categories.isin(["memcpy", "memset"]), False)
+        kcode = kinds.cat.codes.to_numpy()
+        c_start, c_end = calls["start_ns"].to_numpy(), calls["end_ns"].to_numpy()
+        names = calls["name"].cat.codes.to_numpy()
+        blank = out.api_categories.index("")
+        sync = _SyncEnds.of(calls)
+        k_other, k_between, k_copy, k_launch, k_sync, k_replay = (GAP_KINDS.index(k) for k in (
+            "other", "between_replays", "input_copy", "launch_bound", "sync_bound", "in_replay"))
+        for c, rows, st, en, gap, prev_end, prev_pos in sweep_chunks(start, end, code, ncodes):
+            sel = np.flatnonzero(gap > 0)
+            stats.add(c, st, en, gap, len(sel))
+            if not len(sel):
+                continue
+            o = int(cursor[c])
+            cursor[c] += len(sel)
+            at = slice(o, o + len(sel))
+            nxt, prv = rows[sel], prev_pos[sel]
+            g_start, g_end = prev_end[sel], st[sel]
+            out.start[at], out.end[at] = g_start, g_end
+            np.subtract(g_end, g_start, out=out.gap[at])
+            out.prev_stream[at] = stream[prv]
+            out.next_stream[at] = stream[nxt]
+            n_pid, n_corr = pid[nxt], corr[nxt]
+            out.next_pid[at], out.next_corr[at] = n_pid, n_corr
+            ig, pg = in_graph[nxt], in_graph[prv]
+            both = np.flatnonzero(pg & ig)  # the same replay: compared only where both are
+            same = np.zeros(len(sel), dtype=bool)
+            same[both] = (pid[prv[both]] == n_pid[both]) & (corr[prv[both]] == n_corr[both])
+            take = self.launch_rows(n_corr)
+            known = take >= 0
+            take[~known] = 0
+            a_start, a_end = c_start[take], c_end[take]
+            kind = np.full(len(sel), k_other, dtype=np.int8)
+            kind[pg | ig] = k_between
+            kind[is_copy[kcode[prv]]] = k_copy
+            kind[known & (a_end > g_start)] = k_launch
+            kind[sync.returned(g_start, a_start, known & ~same)] = k_sync
+            kind[same] = k_replay
+            out.kind[at] = kind
+            out.api[at] = np.where(known, names[take], blank)
+        return stats.frame(["device_id"], [devs])
+
+
+@dataclass
+class _SyncEnds:
+    """The sync calls of one process by end time, for :func:`_sync_returned_in_gap`'s test
+    a chunk of gaps at a time (the same arrays, so the same tie order)."""
+
+    ends: np.ndarray
+    starts: np.ndarray
+
+    @staticmethod
+    def of(calls: pd.DataFrame) -> _SyncEnds:
+        rows = np.flatnonzero((calls["family"] == L.SYNC).to_numpy(dtype=bool))
+        ends = calls["end_ns"].to_numpy(dtype=np.int64)[rows]
+        by_end = np.argsort(ends, kind="quicksort")  # the tie order of sort_values("end_ns")
+        return _SyncEnds(ends[by_end], calls["start_ns"].to_numpy(dtype=np.int64)[rows][by_end])
+
+    def returned(self, gap_start, api_start, need) -> np.ndarray:
+        out = np.zeros(len(gap_start), dtype=bool)
+        if not len(self.ends):
+            return out
+        idx = np.flatnonzero(need)
+        j = np.searchsorted(self.ends, api_start[idx], "right") - 1
+        ok = j >= 0
+        jj = np.where(ok, j, 0)
+        ok &= (self.ends[jj] >= gap_start[idx]) & (self.starts[jj] <= gap_start[idx])
+        out[idx[ok]] = True
+        return out
+
+
+class _GapColumns:
+    """The gap table's columns at their final length, filled in place by :class:`_Chunked`."""
+
+    def __init__(self, n: int, api_categories: list[str]):
+        self.api_categories = api_categories
+        self.dev, self.start, self.end, self.gap = (np.empty(n, dtype=np.int64) for _ in range(4))
+        self.prev_stream, self.next_stream, self.next_pid, self.next_corr = (
+            np.empty(n, dtype=np.int64) for _ in range(4))
+        self.kind = np.empty(n, dtype=np.int8)
+        m = len(api_categories)  # the codes' dtype as pandas would make it (no copy)
+        self.api = np.empty(n, dtype=np.int8 if m < 127 else np.int16 if m < 32767 else np.int32)
+
+    def edge(self, at: int, start: int, end: int) -> None:
+        """A window-edge row at ``at`` (the device id is filled by the caller)."""
+        self.start[at], self.end[at], self.gap[at] = start, end, end - start
+        self.kind[at] = GAP_KINDS.index("window_edge")
+        for a in (self.prev_stream, self.next_stream, self.next_pid, self.next_corr):
+            a[at] = 0
+        self.api[at] = self.api_categories.index("")
+
+    def frame(self, n: int, edge: np.ndarray | None) -> pd.DataFrame:
+        """GAP_COLUMNS of the first ``n`` rows; ``edge`` marks the window-edge rows (their
+        next_* are <NA>; None: no edge, plain int64 columns as :func:`_merge_sorted` leaves
+        them)."""
+        def ints(a: np.ndarray):
+            return a[:n] if edge is None else pd.arrays.IntegerArray(a[:n], edge.copy())
+
+        cols = {
+            "device_id": self.dev[:n], "start_ns": self.start[:n], "end_ns": self.end[:n],
+            "gap_ns": self.gap[:n],
+            "kind": pd.Categorical.from_codes(self.kind[:n], categories=list(GAP_KINDS)),
+            "prev_stream_id": ints(self.prev_stream), "next_stream_id": ints(self.next_stream),
+            "next_pid": ints(self.next_pid), "next_corr_id": ints(self.next_corr),
+            "next_api": pd.Categorical.from_codes(self.api[:n], categories=self.api_categories),
+        }
+        return pd.DataFrame(cols, copy=False)
 
 
 def _is_copy(kinds: pd.Series, rows: np.ndarray) -> np.ndarray:
@@ -570,8 +899,12 @@ def _sums_by_code(code: np.ndarray, ns: np.ndarray, n: int) -> tuple[list[int], 
     if len(code) and (int(code.min()) < 0 or int(code.max()) >= n):
         keep = (code >= 0) & (code < n)
         code, ns = code[keep], ns[keep]
-    counts = np.bincount(code, minlength=n)[:n]
+    counts = counts_by_code(code, n)
     return [int(c) for c in counts], [int(t) for t in sums_by_code(code, ns, n)]
+
+
+#: Gaps per chunk of :func:`histogram`.
+_HIST_CHUNK = 1 << 20
 
 
 def histogram(gaps: pd.DataFrame) -> pd.DataFrame:
@@ -586,12 +919,19 @@ def histogram(gaps: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for d, g in groups:
         v = g["gap_ns"].to_numpy(dtype=np.int64)
-        # searchsorted(edges_ns, v, "right") - 1 as a count of the edges at or below each
-        # gap: 13 vectorised compares cost half of 13-way binary searches per row
-        b = np.full(len(v), -1, dtype=np.int8)
-        for e in edges_ns:
-            b += v >= e
-        counts, totals = _sums_by_code(b, v, len(HIST_EDGES_US))
+        counts = np.zeros(len(HIST_EDGES_US), dtype=np.int64)
+        totals = np.zeros(len(HIST_EDGES_US), dtype=np.int64)
+        for a in range(0, len(v), _HIST_CHUNK):  # chunk-sized temporaries
+            vc = v[a:a + _HIST_CHUNK]
+            # searchsorted(edges_ns, v, "right") - 1 as a count of the edges at or below each
+            # gap: 13 vectorised compares cost half of 13-way binary searches per row
+            b = np.full(len(vc), -1, dtype=np.int8)
+            for e in edges_ns:
+                b += vc >= e
+            c, t = _sums_by_code(b, vc, len(HIST_EDGES_US))
+            counts += c
+            totals += t
+        counts, totals = counts.tolist(), totals.tolist()
         for i, lo in enumerate(HIST_EDGES_US):
             hi = HIST_EDGES_US[i + 1] if i + 1 < len(HIST_EDGES_US) else float("inf")
             rows.append({"device_id": int(d), "bin_lo_us": float(lo), "bin_hi_us": float(hi),

@@ -58,9 +58,10 @@ def group_order(karr: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> n
     stable order: one compare and ``flatnonzero`` per code, ~0.3 ms each per million rows
     against ~6 ms for the radix sort.
     """
-    if arrays_sorted([*karr, start, end]):
-        return None
     if karr and arrays_sorted([start, end]):
+        # In (start, end) order already, the rows are in (keys, start, end) order exactly
+        # when the keys never decrease (one compare of the code, not arrays_sorted's
+        # gathers of the rows tied on the keys: half of 10M ops are tied on a replay's key).
         code = None  # keys that hold one value add nothing to it (one device)
         width = 1
         for a in karr:
@@ -69,16 +70,19 @@ def group_order(karr: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> n
                 break
             if lo == hi:
                 continue
-            code = a - lo if code is None else code * (hi - lo + 1) + (a - lo)
+            code = a if code is None and lo == 0 else a - lo if code is None else (
+                code * (hi - lo + 1) + (a - lo))
             width *= hi - lo + 1
         else:
-            if code is None:
+            if code is None or (code[1:] >= code[:-1]).all():
                 return None
             if width <= _FEW_CODES:
                 return np.concatenate([np.flatnonzero(code == c) for c in range(width)])
             if width <= 2**16:
                 code = code.astype(np.uint16)
             return np.argsort(code, kind="stable")
+    if arrays_sorted([*karr, start, end]):
+        return None
     return np.lexsort([end, start, *karr[::-1]])
 
 
@@ -120,12 +124,55 @@ def group_gaps(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     )
 
 
-def gap_sweep(start: np.ndarray, end: np.ndarray,
-              first: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def gap_sweep(start: np.ndarray, end: np.ndarray, first: np.ndarray,
+              want_prev_end: bool = True) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
     """The sweep of :func:`group_gaps` over int64 rows sorted into groups (``first`` marks each
     group's first row): per row its gap (0 on a group's first row), the running max of the
     ends before it (``prev_end``) and the position of the row that reached that max
-    (``prev_pos``); both 0 on a group's first row."""
+    (``prev_pos``); both 0 on a group's first row.
+
+    Over SWEEP_CHUNK rows, a chunk at a time into the three results: a chunk that continues
+    the last one's group is swept with that group's running max and its row as an extra
+    row 0 (as :func:`sweep_chunks` carries it), so the running maxima and holder positions
+    are a chunk long (at 5M in-graph ops they were two 40 MB fresh arrays).
+    ``want_prev_end=False``: ``prev_end`` is None (not kept past each chunk)."""
+    n = len(start)
+    if n <= SWEEP_CHUNK:
+        out = _gap_sweep(start, end, first)
+        return out if want_prev_end else (out[0], None, out[2])
+    gap, prev_pos = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    prev_end = np.empty(n, dtype=np.int64) if want_prev_end else None
+    cmax = cpos = 0
+    for a in range(0, n, SWEEP_CHUNK):
+        b = min(a + SWEEP_CHUNK, n)
+        f = first[a:b]
+        if f[0]:
+            g, pe, pp = _gap_sweep(start[a:b], end[a:b], f)
+            pp += a
+        else:
+            s2, e2, f2 = (np.empty(b - a + 1, dtype=x.dtype) for x in (start, end, first))
+            s2[0] = e2[0] = cmax
+            f2[0] = True
+            s2[1:], e2[1:], f2[1:] = start[a:b], end[a:b], f
+            g, pe, pp = (x[1:] for x in _gap_sweep(s2, e2, f2))
+            at_carry = pp == 0
+            pp += a - 1
+            pp[at_carry] = cpos
+        pp[f] = 0
+        gap[a:b], prev_pos[a:b] = g, pp
+        if prev_end is not None:
+            prev_end[a:b] = pe
+        last = b - 1
+        if f[-1] or end[last] >= pe[-1]:
+            cmax, cpos = int(end[last]), last
+        else:
+            cmax, cpos = int(pe[-1]), int(pp[-1])
+    return gap, prev_end, prev_pos
+
+
+def _gap_sweep(start: np.ndarray, end: np.ndarray,
+               first: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`gap_sweep` of the whole arrays at once."""
     n = len(start)
     runmax = _segment_cummax(end, first)
     # Position of the row that holds the running max: a row "sets" the max when its end is
@@ -147,6 +194,81 @@ def gap_sweep(start: np.ndarray, end: np.ndarray,
     del holder
     prev_pos[first] = 0
     prev_end[first] = 0
+    return gap, prev_end, prev_pos
+
+
+#: Rows per chunk of :func:`sweep_chunks` (8 MB per int64 temporary).
+SWEEP_CHUNK = 1 << 20
+
+
+def sweep_chunks(start: np.ndarray, end: np.ndarray, code: np.ndarray | None = None,
+                 ncodes: int = 1, positions: bool = True):
+    """:func:`gap_sweep` of int64 rows in (start, end) order, grouped by ``code`` (ints in
+    [0, ncodes); None: one group), a chunk of SWEEP_CHUNK rows at a time.
+
+    Yields ``(c, rows, st, en, gap, prev_end, prev_pos)`` per chunk and group present in it:
+    ``rows`` the positions of the group's rows in the chunk (ascending), then per row its start,
+    end, gap, the running max of the group's ends before it and the position of the row that
+    reached that max (``positions=False``: None), as :func:`gap_sweep` gives them over the rows
+    stably sorted by code (the (code, start, end) order, since the rows are in (start, end)
+    order). The trick: each group carries its running max and that row's position from one
+    chunk into the next, so no temporary is longer than a chunk: at 10M rows the whole-array
+    sweep's gathers, running maxima and gap arrays were each an 80 MB fresh allocation.
+    """
+    n = len(start)
+    cmax = np.zeros(ncodes, dtype=np.int64)
+    cpos = np.full(ncodes, -1, dtype=np.int64)  # -1: the group has no row yet
+    for a in range(0, n, SWEEP_CHUNK):
+        b = min(a + SWEEP_CHUNK, n)
+        if code is None:
+            groups = [(0, None)]
+        else:
+            cc = code[a:b]
+            by = np.argsort(cc, kind="stable")  # radix sort of small codes
+            bounds = np.cumsum(np.bincount(cc, minlength=ncodes))
+            groups = [(c, by[lo:hi]) for c, (lo, hi) in
+                      enumerate(zip([0, *bounds[:-1]], bounds, strict=True)) if hi > lo]
+        for c, r in groups:
+            rows = np.arange(a, b) if r is None else r + a
+            st = start[a:b] if r is None else start[rows]
+            en = end[a:b] if r is None else end[rows]
+            gap, prev_end, prev_pos = _sweep_run(st, en, rows, cmax, cpos, c, positions)
+            yield c, rows, st, en, gap, prev_end, prev_pos
+
+
+def _sweep_run(st, en, rows, cmax, cpos, c, positions):
+    """One group's rows of one chunk for :func:`sweep_chunks`; updates the carry ``cmax[c]``,
+    ``cpos[c]``. A carried group is swept with its carry as an extra row 0."""
+    carry = cpos[c] >= 0
+    if carry:
+        e = np.empty(len(en) + 1, dtype=np.int64)
+        e[0] = cmax[c]
+        e[1:] = en
+    else:
+        e = en
+    runmax = np.maximum.accumulate(e)
+    if carry:
+        prev_end = runmax[:-1]
+    else:
+        prev_end = np.empty_like(runmax)
+        prev_end[0] = 0
+        prev_end[1:] = runmax[:-1]
+    gap = np.subtract(st, prev_end)
+    np.maximum(gap, 0, out=gap)
+    if not carry:
+        gap[0] = 0
+    prev_pos = None
+    if positions:
+        # a row holds the max when its end reaches it (as gap_sweep: ties go to the later row)
+        holder = np.arange(len(e))
+        holder[e < runmax] = 0
+        np.maximum.accumulate(holder, out=holder)
+        glob = np.concatenate(([cpos[c]], rows)) if carry else rows
+        prev_pos = glob[holder[:-1]] if carry else np.concatenate(([0], glob[holder[:-1]]))
+        cpos[c] = glob[holder[-1]]
+    else:
+        cpos[c] = 0
+    cmax[c] = runmax[-1]
     return gap, prev_end, prev_pos
 
 
@@ -476,13 +598,30 @@ def table_get(table: np.ndarray, key: np.ndarray) -> np.ndarray:
 
 def sums_by_code(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Exact int64 sums of int ``values`` per ``code`` in [0, n) (every code in range):
-    ``np.bincount``'s float64 sums while every partial sum is exact (the row count times the
-    largest |value| below 2**53), else ``np.add.at`` in int64."""
-    if len(values) and max(-int(values.min()), int(values.max())) * len(values) >= 2**53:
-        out = np.zeros(n, dtype=np.int64)
+    ``np.bincount``'s float64 sums while every partial sum is exact (a chunk's row count times
+    the largest |value| below 2**53), else ``np.add.at`` in int64. A chunk at a time: the
+    float64 weights and intp codes bincount makes are a chunk long (not 80 + 80 MB fresh at
+    10M rows)."""
+    out = np.zeros(n, dtype=np.int64)
+    if not len(values):
+        return out
+    step = SWEEP_CHUNK
+    if max(-int(values.min()), int(values.max())) * min(len(values), step) >= 2**53:
         np.add.at(out, code, values)
         return out
-    return np.bincount(code, weights=values, minlength=n)[:n].astype(np.int64)
+    for a in range(0, len(values), step):
+        out += np.bincount(code[a:a + step], weights=values[a:a + step],
+                           minlength=n)[:n].astype(np.int64)
+    return out
+
+
+def counts_by_code(code: np.ndarray, n: int) -> np.ndarray:
+    """``np.bincount(code, minlength=n)[:n]`` a chunk at a time (bincount copies small int
+    codes to intp: 80 MB fresh at 10M rows)."""
+    out = np.zeros(n, dtype=np.int64)
+    for a in range(0, len(code), SWEEP_CHUNK):
+        out += np.bincount(code[a:a + SWEEP_CHUNK], minlength=n)[:n]
+    return out
 
 
 def _distinct_table(key: np.ndarray) -> tuple[np.ndarray, int] | None:

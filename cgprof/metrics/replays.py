@@ -130,6 +130,13 @@ def _with_stats(base: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
 _WORK_INTS = ("pid", "corr_id", "start_ns", "end_ns", "device_id", "stream_id")
 
 
+class _Identity:
+    """``np.arange(n)`` as an index map, without the array: ``_Identity()[x]`` is ``x``."""
+
+    def __getitem__(self, x):
+        return x
+
+
 def _replay_stats(ops: pd.DataFrame, in_graph: np.ndarray) -> dict[str, np.ndarray] | None:
     """What :func:`_with_stats`' frame path computes per replay, in numpy over the in-graph ops
     (sorted by (pid, corr_id, start, end) through :func:`group_order`, no frame copies): one
@@ -143,15 +150,21 @@ def _replay_stats(ops: pd.DataFrame, in_graph: np.ndarray) -> dict[str, np.ndarr
         a = ops[c].to_numpy()
         return a if idx is None else a[idx]
 
-    pid, corr, start, end = col("pid"), col("corr_id"), col("start_ns"), col("end_ns")
-    order = group_order([pid, corr], start, end)
-    pos = np.arange(len(pid)) if order is None else order  # sorted row -> work row
+    all_pid = ops["pid"].to_numpy()
+    one_pid = int(all_pid.min()) == int(all_pid.max())  # one process: no pid column to take
+    corr, start, end = col("corr_id"), col("start_ns"), col("end_ns")
+    pid = np.broadcast_to(all_pid[:1], corr.shape) if one_pid else col("pid")
+    order = group_order([corr] if one_pid else [pid, corr], start, end)
+    pos = _Identity() if order is None else order  # sorted row -> work row
     if order is not None:
-        pid, corr, start, end = pid[order], corr[order], start[order], end[order]
-    first = np.empty(len(pid), dtype=bool)
+        corr, start, end = corr[order], start[order], end[order]
+        pid = pid if one_pid else pid[order]
+    first = np.empty(len(corr), dtype=bool)
     first[0] = True
-    first[1:] = (pid[1:] != pid[:-1]) | (corr[1:] != corr[:-1])
-    gap, _, prev_pos = gap_sweep(start, end, first)
+    np.not_equal(corr[1:], corr[:-1], out=first[1:])
+    if not one_pid:
+        first[1:] |= pid[1:] != pid[:-1]
+    gap, _, prev_pos = gap_sweep(start, end, first, want_prev_end=False)
     busy = segment_busy(["pid", "corr_id"], [pid, corr], start, end, gap, first)
     stats = {c: busy[c].to_numpy() for c in busy.columns}
     at = np.flatnonzero(first)
@@ -164,7 +177,8 @@ def _replay_stats(ops: pd.DataFrame, in_graph: np.ndarray) -> dict[str, np.ndarr
     two = size > 1
     if (start[at[two] + 1] == start[at[two]]).any():
         tied = start == np.repeat(start[at], size)
-        where = np.minimum.reduceat(np.where(tied, pos, len(pos)), at)
+        every = np.arange(len(corr)) if order is None else order
+        where = np.minimum.reduceat(np.where(tied, every, len(every)), at)
     else:
         where = pos[at]
     where = where if idx is None else idx[where]
@@ -177,40 +191,67 @@ def _replay_stats(ops: pd.DataFrame, in_graph: np.ndarray) -> dict[str, np.ndarr
     # all, each replay's first row coming before its inner rows).
     n_in = size[two] - 1
     at_in = np.cumsum(n_in) - n_in
-    gap_in = gap[~first]
+    del pid, corr, start, end, busy  # the in-graph rows' columns: not read past here
+    np.logical_not(first, out=first)
+    gap_in = gap[first]  # the rows after each replay's first
+    del gap, first
     median = np.full(n_rep, np.nan)
     after = np.full(n_rep, None, dtype=object)
     if len(gap_in):
-        ri = np.repeat(np.arange(len(n_in), dtype=np.int64), n_in)
-        # median: sort the gaps within each replay (one sort of replay * width + gap), then the
-        # middle one or the mean of the middle two, as pandas' group median computes it
-        width = int(gap_in.max()) + 1
-        if len(n_in) * width < 2**62:
-            lift = ri * width
-            v = gap_in + lift
-            v.sort()
-            v -= lift
-            del lift
-        else:
-            v = gap_in[np.lexsort((gap_in, ri))]
-        lo = v[at_in + (n_in - 1) // 2].astype(np.float64)
-        hi = v[at_in + n_in // 2].astype(np.float64)
+        lo, hi, at_max = _inner_gap_stats(gap_in, n_in, at_in)
         median[two] = (lo + hi) / 2
-        del v
-        # the first longest gap of each replay (idxmax), and the kind of the op before it
-        longest = np.maximum.reduceat(gap_in, at_in)
-        hits = np.flatnonzero(gap_in == np.repeat(longest, n_in))
-        hit_ri = ri[hits]
-        keep = np.empty(len(hits), dtype=bool)
-        keep[0] = True
-        np.not_equal(hit_ri[1:], hit_ri[:-1], out=keep[1:])
-        at_max = hits[keep]  # one per replay, in replay order
-        before = pos[prev_pos[at_max + np.flatnonzero(two)[ri[at_max]] + 1]]
+        # the kind of the op before each replay's first longest gap (at_max: one per replay)
+        before = pos[prev_pos[at_max + np.flatnonzero(two) + 1]]
         before = before if idx is None else idx[before]
         after[two] = ops["kind"].iloc[before].astype(str).to_numpy()
     stats["median_gap_ns"] = median
     stats["longest_gap_after"] = after
     return stats
+
+
+#: Inner gaps per block of :func:`_inner_gap_stats` (whole replays per block).
+_BLOCK = 1 << 20
+
+
+def _inner_gap_stats(gap_in: np.ndarray, n_in: np.ndarray, at_in: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per replay (its ``n_in`` inner gaps from ``at_in`` on in ``gap_in``): the two middle
+    gaps of its sorted gaps as float64 (equal for an odd count; their mean is the median as
+    pandas' group median computes it) and the position of its first longest gap (idxmax).
+    Replay by replay in blocks of about _BLOCK gaps: the replay-number, lift and sort arrays
+    are a block long, not 40 MB fresh arrays each at 5M in-graph ops."""
+    lo = np.empty(len(n_in), dtype=np.float64)
+    hi = np.empty(len(n_in), dtype=np.float64)
+    at_max = np.empty(len(n_in), dtype=np.int64)
+    width = int(gap_in.max()) + 1
+    ends = at_in + n_in
+    r0 = 0
+    while r0 < len(n_in):
+        r1 = max(r0 + 1, int(np.searchsorted(ends, at_in[r0] + _BLOCK, "right")))
+        a, b = int(at_in[r0]), int(ends[r1 - 1])
+        g, cnt, loc = gap_in[a:b], n_in[r0:r1], at_in[r0:r1] - a
+        ri = np.repeat(np.arange(r1 - r0, dtype=np.int64), cnt)
+        # sort the gaps within each replay: one sort of replay * width + gap
+        if (r1 - r0) * width < 2**62:
+            lift = ri * width
+            v = g + lift
+            v.sort()
+            v -= lift
+            del lift
+        else:
+            v = g[np.lexsort((g, ri))]
+        lo[r0:r1] = v[loc + (cnt - 1) // 2]
+        hi[r0:r1] = v[loc + cnt // 2]
+        del v
+        longest = np.maximum.reduceat(g, loc)
+        hits = np.flatnonzero(g == np.repeat(longest, cnt))
+        hit_ri = ri[hits]
+        keep = np.empty(len(hits), dtype=bool)
+        keep[0] = True
+        np.not_equal(hit_ri[1:], hit_ri[:-1], out=keep[1:])
+        at_max[r0:r1] = hits[keep] + a  # one per replay, in replay order
+        r0 = r1
+    return lo, hi, at_max
 
 
 def _join_stats(base: pd.DataFrame, stats: dict[str, np.ndarray]) -> pd.DataFrame:

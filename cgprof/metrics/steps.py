@@ -26,6 +26,7 @@ from cgprof.errors import AnalysisError
 from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
     _first_match_dense,
+    _segment_cummax,
     arrays_sorted,
     assign_to_ranges,
     pair_keys,
@@ -166,6 +167,51 @@ def classify_steps(result: StepResult, gaps: pd.DataFrame) -> None:
     cs = result.call_steps
     # positions, not the mask: a take of an Int64 column costs a fifth of its mask selection
     wait_rows = np.flatnonzero(is_wait)
+    per = _wait_per_step_chunked(gaps, wait_rows, cs, n)
+    if per is None:
+        per = _wait_per_step(gaps, wait_rows, cs, n)
+    dur = st["dur_ns"].to_numpy(np.int64)
+    busy = st["gpu_busy_ns"].to_numpy(np.int64)
+    idle = np.maximum(dur - busy, 0)
+    st["launch_wait_ns"] = per
+    st["launch_bound"] = (dur > 0) & (busy < BUSY_SHARE * dur) & (per >= WAIT_SHARE * idle)
+
+
+def _wait_per_step_chunked(gaps: pd.DataFrame, rows: np.ndarray, cs: pd.DataFrame,
+                           n: int) -> np.ndarray | None:
+    """:func:`_wait_per_step` for one process (the steps from :func:`_dense_steps`' table) a
+    chunk of gaps at a time, while the float64 sums are exact: the gathered keys, gaps and
+    steps were 10M-long fresh arrays. None where that does not apply."""
+    cols = [gaps[c] for c in ("next_pid", "next_corr_id")]
+    g = gaps["gap_ns"]
+    if g.dtype != np.int64 or not all(c.dtype == np.int64 or isinstance(c.dtype, pd.Int64Dtype)
+                                      for c in cols):
+        return None
+    g = g.to_numpy()
+    if len(rows) and max(-int(g.min()), int(g.max())) * len(rows) >= 2**53:
+        return None
+    pid_c = cs["pid"].to_numpy()
+    none = np.zeros(0, dtype=np.int64)
+    dense = _dense_steps(none, none, pid_c, cs["corr_id"].to_numpy(), cs["step"].to_numpy())
+    if dense is None:
+        return None
+    (table, lo), p = dense, pid_c[0]
+    per = np.zeros(n, dtype=np.float64)
+    for a in range(0, len(rows), _CHUNK):
+        r = rows[a:a + _CHUNK]
+        w_pid, w_corr = (_int64_rows(c, r) for c in cols)
+        if (w_pid != p).any():
+            return None  # another process: the general path
+        step = table_get(table, w_corr - lo if lo else w_corr)
+        hit = step >= 0
+        per += np.bincount(step[hit], weights=g[r][hit].astype(np.float64), minlength=n)[:n]
+    return per.astype(np.int64)
+
+
+def _wait_per_step(gaps: pd.DataFrame, wait_rows: np.ndarray, cs: pd.DataFrame,
+                   n: int) -> np.ndarray:
+    """Launch-wait ns per step: the ``wait_rows`` gaps summed by the step of their next op's
+    launch call (``cs``: ``call_steps``)."""
     w_pid = _int64_rows(gaps["next_pid"], wait_rows)
     w_corr = _int64_rows(gaps["next_corr_id"], wait_rows)
     gap = _int64_rows(gaps["gap_ns"], wait_rows).astype(np.float64)
@@ -187,12 +233,7 @@ def classify_steps(result: StepResult, gaps: pd.DataFrame) -> None:
             hit = row >= 0
             step = cs["step"].to_numpy(np.int64)[row[hit]]
             gap = gap[hit]
-    per = np.bincount(step, weights=gap, minlength=n)[:n].astype(np.int64)
-    dur = st["dur_ns"].to_numpy(np.int64)
-    busy = st["gpu_busy_ns"].to_numpy(np.int64)
-    idle = np.maximum(dur - busy, 0)
-    st["launch_wait_ns"] = per
-    st["launch_bound"] = (dur > 0) & (busy < BUSY_SHARE * dur) & (per >= WAIT_SHARE * idle)
+    return np.bincount(step, weights=gap, minlength=n)[:n].astype(np.int64)
 
 
 def _int64_rows(col: pd.Series, rows: np.ndarray) -> np.ndarray:
@@ -455,6 +496,109 @@ def _busy_per_step(step: np.ndarray, start: np.ndarray, end: np.ndarray, n: int
     return out
 
 
+#: Calls per chunk of :func:`_per_step_family`.
+_CHUNK = 1 << 20
+
+
+def _per_step_family(call_step: np.ndarray, live: np.ndarray | None, fcode: np.ndarray,
+                     dur: np.ndarray | None, n: int, k: int, plus: int = 1
+                     ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Rows and (``dur`` not None) float64 sums of ``dur`` per (step, family) of the ``live``
+    rows (None: all): bincounts over ``step * k + family + plus``, reshaped to (n, k). A chunk
+    of rows at a time while every float sum is exact (so adding the chunks' sums gives the
+    one-pass bincount's figures): the bin numbers, the float64 weights and the live rows'
+    values were each a 10M-long fresh array."""
+    m = int(np.count_nonzero(live)) if live is not None else len(call_step)
+    big = max(-int(dur.min()), int(dur.max())) if dur is not None and len(dur) else 0
+    step = _CHUNK if big * max(m, 1) < 2**53 else max(len(call_step), 1)
+    counts = np.zeros(n * k, dtype=np.int64)
+    sums = np.zeros(n * k, dtype=np.float64) if dur is not None else None
+    for a in range(0, len(call_step), step):
+        cut = slice(a, a + step)
+        sc, fc = call_step[cut], fcode[cut]
+        d = dur[cut] if dur is not None else None
+        if live is not None:
+            keep = live[cut]
+            sc, fc = sc[keep], fc[keep]
+            d = d[keep] if d is not None else None
+        bins = np.multiply(sc, k, dtype=np.int64)
+        bins += fc
+        if plus:
+            bins += plus
+        counts += np.bincount(bins, minlength=n * k)[: n * k]
+        if d is not None:
+            sums += np.bincount(bins, weights=d.astype(np.float64), minlength=n * k)[: n * k]
+    return counts.reshape(n, k), (sums.reshape(n, k) if sums is not None else None)
+
+
+def _steps_follow_time(step: np.ndarray, start: np.ndarray, end: np.ndarray,
+                       mask: np.ndarray | None) -> bool:
+    """True when the ops are in (start, end) order and the steps of the ``mask`` rows (None:
+    all) never decrease: then those rows are in (step, start) order as they stand."""
+    if not arrays_sorted([start, end]):
+        return False
+    last = -1
+    for a in range(0, len(step), _CHUNK):
+        v = step[a:a + _CHUNK] if mask is None else step[a:a + _CHUNK][mask[a:a + _CHUNK]]
+        if len(v):
+            if v[0] < last or (v[1:] < v[:-1]).any():
+                return False
+            last = v[-1]
+    return True
+
+
+def _busy_per_step_chunked(step: np.ndarray, start: np.ndarray, end: np.ndarray, n: int,
+                           mask: np.ndarray | None) -> dict[str, np.ndarray]:
+    """:func:`_busy_per_step` of the ``mask`` rows (None: all), which are in (step, start)
+    order (:func:`_steps_follow_time`), a chunk at a time: a step that continues from the
+    last chunk carries its running max of the ends in. Each temporary is a chunk long (the
+    rows taken, the running maximum, the gaps: 80 MB fresh arrays each at 10M ops)."""
+    out = {k: np.zeros(n, dtype=np.int64) for k in ("ops", "first", "last", "busy")}
+    out["found"] = np.zeros(n, dtype=bool)
+    gaps = np.zeros(n, dtype=np.int64)
+    c_step, c_max = -1, 0
+    for a in range(0, len(step), _CHUNK):
+        cut = slice(a, a + _CHUNK)
+        st, s, e = step[cut], start[cut], end[cut]
+        if mask is not None:
+            keep = mask[cut]
+            st, s, e = st[keep], s[keep], e[keep]
+        m = len(st)
+        if not m:
+            continue
+        first = np.empty(m, dtype=bool)
+        first[0] = st[0] != c_step
+        np.not_equal(st[1:], st[:-1], out=first[1:])
+        if not first[0]:
+            e = e.copy()  # row 0 carries the running max in (``e`` may be the ops' column)
+            e[0] = max(int(e[0]), c_max)
+        starts = first.copy()
+        starts[0] = True  # restarting at a carried row 0 is the same: its end holds the max
+        at = np.flatnonzero(starts)
+        # one plain running maximum when no step's first op ends before the earlier steps'
+        # ops did (steps follow each other on the GPU), as _busy_per_step
+        runmax = np.maximum.accumulate(e)
+        if not (runmax[at[1:] - 1] <= e[at[1:]]).all():
+            runmax = _segment_cummax(e, starts)
+        gap = np.empty(m, dtype=np.int64)
+        gap[0] = 0 if first[0] else max(int(s[0]) - c_max, 0)
+        np.subtract(s[1:], runmax[:-1], out=gap[1:])
+        np.maximum(gap[1:], 0, out=gap[1:])
+        gap[first] = 0
+        sv = st[at]
+        seg_end = np.append(at[1:], m)
+        out["ops"][sv] += seg_end - at
+        new = first[at]
+        out["first"][sv[new]] = s[at[new]]
+        out["last"][sv] = runmax[seg_end - 1]
+        gaps[sv] += np.add.reduceat(gap, at)
+        out["found"][sv] = True
+        c_step, c_max = int(st[-1]), int(runmax[-1])
+    found = out["found"]
+    out["busy"][found] = (out["last"] - out["first"] - gaps)[found]
+    return out
+
+
 def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops: pd.DataFrame,
              whole: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The step table and call_steps; numpy over the few columns needed, each call and op
@@ -479,13 +623,8 @@ def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops:
     # Calls and host time per (step, family): one bincount each over step * k + family.
     fcode, fams = _family_codes(calls["family"])
     k = len(fams) + 1
-    bins = np.multiply(step_c, k, dtype=np.int64)
-    bins += pick(fcode)
-    bins += 1  # slot 0: no family
-    per_fam = np.bincount(bins, minlength=n * k)[: n * k].reshape(n, k)
-    dur = pick(calls["dur_ns"].to_numpy(np.int64)).astype(np.float64)
-    host_fam = np.bincount(bins, weights=dur, minlength=n * k)[: n * k].reshape(n, k)
-    del bins, dur
+    per_fam, host_fam = _per_step_family(call_step, None if every else live, fcode,
+                                         calls["dur_ns"].to_numpy(np.int64), n, k)
 
     def fam_col(table: np.ndarray, family: str) -> np.ndarray:
         return table[:, fams.index(family) + 1] if family in fams else np.zeros(n, table.dtype)
@@ -527,27 +666,32 @@ def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops:
     # 4 graph-granularity replay rows.
     cls = np.where(_is_value(ops["kind"], "graph"), np.int8(4),
                    _is_value(ops["kind"], "kernel").astype(np.int8) * np.int8(2) + in_graph)
-    bins = np.multiply(mine(op_step), 5, dtype=np.int64)
-    bins += mine(cls)
-    per_cls = np.bincount(bins, minlength=n * 5)[: n * 5].reshape(n, 5)
-    del cls, bins
+    per_cls = _per_step_family(op_step, None if all_hit else hit, cls, None, n, 5, plus=0)[0]
+    del cls
     hidden = per_cls[:, 4] > 0
-    # The union of each step's ops, of its replayed ops and of its other ops: ops sorted by
-    # (step, start_ns), then the two subsets as masks of that order.
-    st, ig = mine(op_step), mine(in_graph)
-    s0 = mine(ops["start_ns"].to_numpy(np.int64))
-    e0 = mine(ops["end_ns"].to_numpy(np.int64))
-    del op_step
-    by_time = arrays_sorted([s0, e0])  # (start, end) order, as gpu_ops gives them
-    if not by_time or np.any(st[1:] < st[:-1]):
-        # in time order already, a stable sort by step keeps each step's ops in time order
-        order = np.argsort(st, kind="stable") if by_time else np.lexsort((e0, s0, st))
-        st, ig, s0, e0 = st[order], ig[order], s0[order], e0[order]
-        del order
-    u = _busy_per_step(st, s0, e0, n)
-    g_busy = _busy_per_step(st[ig], s0[ig], e0[ig], n)
-    e_busy = _busy_per_step(st[~ig], s0[~ig], e0[~ig], n)
-    del st, ig, s0, e0
+    # The union of each step's ops, of its replayed ops and of its other ops.
+    s_all, e_all = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    if _steps_follow_time(op_step, s_all, e_all, None if all_hit else hit):
+        # in (step, start) order already: each union a chunk of ops at a time
+        u = _busy_per_step_chunked(op_step, s_all, e_all, n, None if all_hit else hit)
+        g_busy = _busy_per_step_chunked(op_step, s_all, e_all, n, hit & in_graph)
+        e_busy = _busy_per_step_chunked(op_step, s_all, e_all, n, hit & ~in_graph)
+        del op_step
+    else:
+        # ops sorted by (step, start_ns), then the two subsets as masks of that order
+        st, ig = mine(op_step), mine(in_graph)
+        s0, e0 = mine(s_all), mine(e_all)
+        del op_step
+        by_time = arrays_sorted([s0, e0])  # (start, end) order, as gpu_ops gives them
+        if not by_time or np.any(st[1:] < st[:-1]):
+            # in time order already, a stable sort by step keeps each step's ops in time order
+            order = np.argsort(st, kind="stable") if by_time else np.lexsort((e0, s0, st))
+            st, ig, s0, e0 = st[order], ig[order], s0[order], e0[order]
+            del order
+        u = _busy_per_step(st, s0, e0, n)
+        g_busy = _busy_per_step(st[ig], s0[ig], e0[ig], n)
+        e_busy = _busy_per_step(st[~ig], s0[~ig], e0[~ig], n)
+        del st, ig, s0, e0
 
     found = u["found"]
     missing = ~found
