@@ -95,6 +95,21 @@ class Trace:
         return rt if real.all() else rt[real]  # no full-size copy when every row is a call
 
 
+#: The tables whose rows ran on a GPU.
+GPU_TABLES = ("kernels", "memcpy", "memset", "graph_trace")
+
+
+def gpu_pids(trace: Trace) -> list[int]:
+    """Process ids that have GPU rows (kernels, copies, memsets, graph replays), ascending:
+    more than one, and ``cgprof analyze`` reads the trace rank by rank (cgprof.ranks)."""
+    pids: set[int] = set()
+    for name in GPU_TABLES:
+        df = getattr(trace, name)
+        if len(df):
+            pids.update(int(p) for p in pd.unique(df["pid"]))
+    return sorted(pids)
+
+
 # ---------------------------------------------------------------------------------------
 # opening and probing
 

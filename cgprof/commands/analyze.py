@@ -51,11 +51,12 @@ def _is_trace_dir(path: Path) -> bool:
 def _analyze_one(path: Path, step, skip, min_gap_us, rank, say):
     """One file: its AnalysisResult, or a RanksResult when it holds several ranks."""
     from cgprof.metrics import analyze
-    from cgprof.ranks import analyze_ranks, gpu_pids
-    from cgprof.trace import load
+    from cgprof.trace import gpu_pids, load
 
     trace = load(path, say)
     if len(gpu_pids(trace)) > 1:
+        from cgprof.ranks import analyze_ranks
+
         return analyze_ranks(trace, step=step, skip=skip, min_gap_us=min_gap_us, rank=rank)
     if rank is not None:
         from cgprof.ranks import split_ranks
@@ -108,8 +109,12 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
     A trace holding several processes with GPU work (a torchrun launch) is analysed rank by
     rank; a folder of traces, or several traces with --ranks, are the ranks of one run.
     """
-    from cgprof.report import json_report, text
+    from cgprof.commands import heavy_imports
     from cgprof.report.output import check_writable, write_atomic
+
+    with heavy_imports():
+        from cgprof import metrics  # noqa: F401  (what every analysis runs)
+        from cgprof.report import json_report, text
 
     try:
         many = many_ranks or bool(dask) or any(
