@@ -79,18 +79,17 @@ class AnalysisResult:
 
 
 def _window_calls(calls: pd.DataFrame, steps: StepResult,
-                  call_pos: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The API calls of the window steps, twice: the columns the launch table reads (every
-    family), and the graph-launch calls with the columns the replay join reads. Narrow
-    copies: a filtered copy of every column of a 10M-call frame is a GB. ``call_pos``: each
-    call's window step (:func:`cgprof.metrics.coverage.window_positions`; -1: none)."""
+                  call_pos: np.ndarray) -> tuple[np.ndarray | None, pd.DataFrame]:
+    """The API calls of the window steps: a bool per call (what the launch table counts;
+    None: every call), and the graph-launch calls with the columns the replay join reads, a
+    narrow copy (a filtered copy of every column of a 10M-call frame is a GB). ``call_pos``:
+    each call's window step (:func:`cgprof.metrics.coverage.window_positions`; -1: none)."""
     if steps.source == "whole-trace":
-        return calls, calls
+        return None, calls
     hit = call_pos >= 0
     cols = ["pid", "tid", "corr_id", "start_ns", "dur_ns", "name", "family", "in_capture"]
-    launches = _take_rows(calls, np.flatnonzero(hit), ["name", "family", "in_capture", "dur_ns"])
     graph = hit & family_mask(calls, GRAPH_LAUNCH, live=False)
-    return launches, _take_rows(calls, np.flatnonzero(graph), cols)
+    return hit, _take_rows(calls, np.flatnonzero(graph), cols)
 
 
 def _take_rows(df: pd.DataFrame, rows: np.ndarray, cols: list[str]) -> pd.DataFrame:
@@ -143,7 +142,9 @@ def analyze(
     gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
     call_pos = window_positions(calls, steps.call_steps, win_steps)  # once, for every call
-    win_calls, replay_calls = _window_calls(calls, steps, call_pos)
+    in_window, replay_calls = _window_calls(calls, steps, call_pos)
+    launch_table = launch_summary(calls, in_window)
+    del in_window
     launches = StepLaunches.of(calls, call_pos)  # read by the coverage and the verdict
     del call_pos
     say("measuring graph replays")
@@ -180,7 +181,7 @@ def analyze(
     }
     return AnalysisResult(
         info=info,
-        launches=launch_summary(win_calls),
+        launches=launch_table,
         api_summary=api_summary(trace),
         kernel_summary=kernel_summary(trace),
         nvtx_summary=nvtx_summary(trace),

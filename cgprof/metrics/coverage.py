@@ -22,6 +22,7 @@ from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
     _distinct_table,
     first_match,
+    match_pairs,
     pair_keys,
     sums_by_code,
     table_get,
@@ -83,13 +84,13 @@ def call_steps_of(calls: pd.DataFrame, call_steps: pd.DataFrame) -> np.ndarray:
     the window's call tables all read it instead of merging 1M-row frames each time."""
     if calls.empty or call_steps.empty:
         return np.full(len(calls), -1, dtype=np.int64)
-    keys = pair_keys(calls, call_steps)
-    if keys is None:  # keys that do not fit an int64 pair key: let pandas join them
+    row = match_pairs(calls, call_steps)  # one process: its correlation ids, not copies
+    if row is None:  # keys that do not fit an int64 pair key: let pandas join them
         step = calls[["pid", "corr_id"]].merge(call_steps[["pid", "corr_id", "step"]],
                                                on=["pid", "corr_id"], how="left")["step"]
         return step.fillna(-1).to_numpy(dtype=np.int64)
-    row = first_match(*keys)
-    return np.where(row >= 0, call_steps["step"].to_numpy(np.int64)[row], -1)
+    # row -1 (no step) picks the appended -1: one gather, no mask
+    return np.append(call_steps["step"].to_numpy(np.int64), -1)[row]
 
 
 def step_positions(step_of: np.ndarray, steps: np.ndarray) -> np.ndarray:
@@ -101,6 +102,8 @@ def step_positions(step_of: np.ndarray, steps: np.ndarray) -> np.ndarray:
         return np.full(len(step_of), -1, dtype=np.int64)
     lut = np.full(int(steps.max()) + 2, -1, dtype=np.int64)  # last slot: anything else
     lut[steps] = np.arange(len(steps))
+    if int(step_of.min()) >= -1:  # -1 indexes the last slot itself; clip the steps above
+        return lut[np.minimum(step_of, len(lut) - 1)]
     inside = (step_of >= 0) & (step_of < len(lut) - 1)
     return lut[np.where(inside, step_of, len(lut) - 1)]
 

@@ -1,0 +1,55 @@
+"""The code-based launch table and capture marking agree with the plain frame versions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cgprof.metrics import launches as L
+
+
+def _calls(rows: list[tuple[int, int, str]]) -> pd.DataFrame:
+    """(start_ns, global_tid, name) rows -> a calls frame as api_calls has it."""
+    df = pd.DataFrame(rows, columns=["start_ns", "global_tid", "name"])
+    df["name"] = df["name"].astype("category")
+    df["dur_ns"] = np.arange(1, len(df) + 1, dtype=np.int64) * 10
+    df["end_ns"] = df["start_ns"] + df["dur_ns"]
+    return df
+
+
+B, E, K, G = "cudaStreamBeginCapture", "cudaStreamEndCapture", "cudaLaunchKernel", "cudaGraphLaunch"
+
+
+def test_in_capture_marks_spans_per_thread():
+    """Two threads interleaved, thread 1 captures twice (the second never ended), thread 2
+    once; a thread's begin does not open a capture on the other."""
+    rows = [(0, 1, K), (1, 1, B), (2, 2, K), (3, 1, K), (4, 2, B), (5, 1, K), (6, 2, K),
+            (7, 1, E), (8, 2, K), (9, 1, K), (10, 2, E), (11, 1, B), (12, 2, K), (13, 1, K)]
+    calls = _calls(rows)
+    got = L._in_capture(calls)
+    marks = L._capture_marks(calls["name"])
+    assert got.tolist() == [False, False, False, True, False, True, True, False, True, False,
+                            False, False, False, True]
+    assert np.array_equal(got, L._in_capture_sweep(calls, marks > 0, marks < 0))
+
+
+def test_in_capture_out_of_start_order_takes_the_sweep():
+    rows = [(5, 1, K), (1, 1, B), (3, 1, K), (4, 1, E), (2, 1, K)]
+    calls = _calls(rows)
+    marks = L._capture_marks(calls["name"])
+    got = L._in_capture(calls)
+    assert np.array_equal(got, L._in_capture_sweep(calls, marks > 0, marks < 0))
+    assert got.tolist() == [False, False, True, False, True]
+
+
+def test_launch_summary_by_codes_matches_the_frame_filters():
+    rows = [(i, 1 + i % 2, [K, G, B, E, "cudaMemcpyAsync", "cudaStreamSynchronize"][i % 6])
+            for i in range(60)]
+    calls = _calls(rows)
+    calls = calls.assign(family=L._families(calls["name"]), in_capture=L._in_capture(calls))
+    sel = np.arange(len(calls)) % 5 != 0
+    want = L._launch_summary_frames(calls[sel].reset_index(drop=True))
+    pd.testing.assert_frame_equal(L.launch_summary(calls, sel), want)
+    pd.testing.assert_frame_equal(L.launch_summary(calls), L._launch_summary_frames(calls))
+    empty = calls.iloc[0:0]
+    pd.testing.assert_frame_equal(L.launch_summary(empty), L._launch_summary_frames(empty))
