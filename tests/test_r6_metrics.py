@@ -53,3 +53,27 @@ def test_launch_summary_by_codes_matches_the_frame_filters():
     pd.testing.assert_frame_equal(L.launch_summary(calls), L._launch_summary_frames(calls))
     empty = calls.iloc[0:0]
     pd.testing.assert_frame_equal(L.launch_summary(empty), L._launch_summary_frames(empty))
+
+
+def test_range_names_match_the_string_concatenation():
+    """Two (domain, text) pairs that read the same ("a:b:c") are one name; a missing text is
+    written as ""."""
+    from cgprof.metrics.summaries import _range_names
+
+    domain = pd.Series(["a:b", "a", "cgprof", "cgprof", "a:b"], dtype=object)
+    text = pd.Series(["c", "b:c", None, "step", "c"], dtype=object)
+    got = _range_names(domain, text)
+    want = domain.astype(str) + ":" + text.fillna("").astype(str)
+    assert [str(v) for v in got] == list(want)
+    assert got.nunique() == 3
+
+
+def test_stats_order_most_total_first_then_names():
+    from cgprof.metrics.summaries import _stats
+
+    df = pd.DataFrame({"name": ["b", "a", "c", "a", "b", "d"],
+                       "dur_ns": np.array([5, 2, 7, 3, 2, 1], dtype=np.int64)})
+    got = _stats(df, ["name"], "instances")
+    assert got["name"].tolist() == ["b", "c", "a", "d"]  # b and c tie on 7 ns: by name
+    assert got["instances"].tolist() == [2, 1, 2, 1]
+    assert got["med_ns"].tolist() == [3.5, 7.0, 2.5, 1.0]

@@ -156,6 +156,7 @@ def analyze(
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
                 graph_trace_mode=trace.meta.graph_trace_mode, launches=launches)
     del launches
+    ranges = nvtx_ranges(trace)
     info = {
         "path": str(trace.path),
         "nsys_version": trace.meta.nsys_version,
@@ -168,7 +169,7 @@ def analyze(
         "kernels": int(len(trace.kernels)),
         "graph_trace_rows": int(len(trace.graph_trace)),
         "api_calls": int(len(calls)),
-        "nvtx_ranges": len(nvtx_ranges(trace)),
+        "nvtx_ranges": len(ranges),
         "window_start_ns": window[0] if window else None,
         "window_end_ns": window[1] if window else None,
         "window_steps": [int(x) for x in win_steps["step"]] if window else [],
@@ -184,7 +185,7 @@ def analyze(
         launches=launch_table,
         api_summary=api_summary(trace),
         kernel_summary=kernel_summary(trace),
-        nvtx_summary=nvtx_summary(trace),
+        nvtx_summary=nvtx_summary(trace, ranges),
         gaps=gaps,
         replays=replays,
         steps=steps,

@@ -262,8 +262,7 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
         first = first_match(launch_key, launch_key) == np.arange(len(launch))
         launch, pos, launch_key = launch[first], pos[first], launch_key[first]
     call_dur = calls["dur_ns"].to_numpy(np.int64)[launch]
-    np.add.at(host, pos, call_dur)
-    host = host.astype(np.float64)
+    host = sums_by_code(pos, call_dur, n).astype(np.float64)
     eager = np.flatnonzero(kernels["graph_node_id"].isna().to_numpy(dtype=bool))
     if len(eager) == 0 or len(launch) == 0:
         return _empty_top(), host
@@ -278,7 +277,9 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
     # One launch call can start several kernels (rare for eager launches): charge its host
     # time once, to the first kernel.
     api_ns = call_dur[row]
-    if np.bincount(row).max() > 1:
+    seen = np.zeros(len(launch), dtype=bool)
+    seen[row] = True
+    if np.count_nonzero(seen) < len(row):  # a launch call's row met twice
         once = np.zeros(len(row), dtype=bool)
         once[np.unique(row, return_index=True)[1]] = True
         api_ns = np.where(once, api_ns, 0)
