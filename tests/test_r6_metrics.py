@@ -77,3 +77,26 @@ def test_stats_order_most_total_first_then_names():
     assert got["name"].tolist() == ["b", "c", "a", "d"]  # b and c tie on 7 ns: by name
     assert got["instances"].tolist() == [2, 1, 2, 1]
     assert got["med_ns"].tolist() == [3.5, 7.0, 2.5, 1.0]
+
+
+def test_arrow_records_with_batched_int_columns_are_pandas_bytes():
+    """Plain and nullable int64 columns cast together, with bools, floats, text and NA, and
+    empty strings: the same bytes as pandas' records encoder."""
+    from cgprof.report.json_report import _ARROW_MIN_ROWS, _Table
+
+    n = _ARROW_MIN_ROWS + 7
+    rng = np.random.default_rng(1)
+    ints = rng.integers(-2**62, 2**62, n)
+    df = pd.DataFrame({
+        "a_start_ns": ints,
+        "b_count": np.arange(n, dtype=np.int64),
+        "c_maybe": pd.array([None if i % 3 == 0 else i * 7 for i in range(n)], dtype="Int64"),
+        "d_flag": np.arange(n) % 2 == 0,
+        "e_share": pd.array([None if i % 5 == 0 else i / 7 for i in range(n)], dtype="Float64"),
+        "f_name": pd.Series(["x/y" if i % 4 else "" for i in range(n)], dtype="str"),
+    })
+    table = _Table(df)
+    assert table.raw is not None
+    want = df.to_json(orient="records", double_precision=15, force_ascii=False)
+    assert table.to_json() == want
+    assert "".join(table.chunks(rows=1000)) == want
