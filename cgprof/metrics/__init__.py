@@ -92,6 +92,18 @@ def _window_calls(calls: pd.DataFrame, steps: StepResult,
     return hit, _take_rows(calls, np.flatnonzero(graph), cols)
 
 
+def _processes(pid: pd.Series) -> list[int]:
+    """The distinct pids, ascending: min and max first, as one process is the usual case (no
+    hash of a million rows then)."""
+    if not len(pid):
+        return []
+    if pid.dtype == np.int64:
+        arr = pid.to_numpy()
+        if arr.min() == arr.max():
+            return [int(arr[0])]
+    return sorted(int(p) for p in pd.unique(pid))
+
+
 def _take_rows(df: pd.DataFrame, rows: np.ndarray, cols: list[str]) -> pd.DataFrame:
     """``df[cols].iloc[rows].reset_index(drop=True)`` with one gather per column: selecting
     the columns and then the rows of a frame copies every column twice."""
@@ -165,7 +177,7 @@ def analyze(
         "graph_trace_mode_source": trace.meta.graph_trace_mode_source,
         "gpus": [{"device_id": int(d), "name": str(n)} for d, n in
                  zip(trace.gpus["device_id"], trace.gpus["name"], strict=True)],
-        "processes": sorted(int(p) for p in pd.unique(calls["pid"])) if len(calls) else [],
+        "processes": _processes(calls["pid"]),
         "kernels": int(len(trace.kernels)),
         "graph_trace_rows": int(len(trace.graph_trace)),
         "api_calls": int(len(calls)),
