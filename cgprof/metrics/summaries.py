@@ -41,8 +41,12 @@ def _sorted_in_groups(group: np.ndarray, dur: np.ndarray, n_groups: int) -> np.n
     if lo < 0 or bits + group_bits > 63:
         return dur[np.lexsort((dur, group))]
     kind = np.uint32 if bits + group_bits <= 32 else np.int64
-    packed = np.sort(group.astype(kind) << kind(bits) | dur.astype(kind))
-    return (packed & kind((1 << bits) - 1)).astype(np.int64)
+    packed = group.astype(kind)  # in place from here: each 1M-row temporary costs its pages
+    packed <<= kind(bits)
+    packed |= dur.astype(kind, copy=False)
+    packed.sort()
+    packed &= kind((1 << bits) - 1)
+    return packed.astype(np.int64, copy=False)
 
 
 def _group_std(dur: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
@@ -94,6 +98,7 @@ def _stats(df: pd.DataFrame, keys: list[str], count_name: str,
         keep = group >= 0
         group, dur = group[keep], dur[keep]
     n_groups = int(np.prod([max(len(v), 1) for v in values]))
+    group = group.astype(np.intp, copy=False)  # once: the counts and the std read it so
     count = np.bincount(group, minlength=n_groups)
     present = np.flatnonzero(count)
     count = count[present]
