@@ -316,7 +316,8 @@ def _names(ids: np.ndarray, strings: pd.Series, index: pd.Index) -> pd.Series:
     else:
         codes, uniq = pd.factorize(ids, sort=False)
     cat = pd.Categorical([strings.get(int(i), f"<unknown string {int(i)}>") for i in uniq])
-    return pd.Series(pd.Categorical.from_codes(cat.codes[codes], dtype=cat.dtype), index=index)
+    return pd.Series(pd.Categorical.from_codes(cat.codes[codes], dtype=cat.dtype), index=index,
+                     copy=False)
 
 
 def map_categories(names: pd.Series, func: Callable[[Any], Any]) -> pd.Series:
@@ -334,7 +335,8 @@ def map_categories(names: pd.Series, func: Callable[[Any], Any]) -> pd.Series:
     seen[codes] = True  # code -1 (no name) marks the spare last slot
     dtype = small[seen[:-1]].astype("category").dtype  # categories: the values present
     lut = np.append(dtype.categories.get_indexer(small), -1)
-    return pd.Series(pd.Categorical.from_codes(lut[codes], dtype=dtype), index=names.index)
+    return pd.Series(pd.Categorical.from_codes(lut[codes], dtype=dtype), index=names.index,
+                     copy=False)
 
 
 def _load_strings(src: E.Source) -> pd.Series:
@@ -351,12 +353,14 @@ def _load_strings(src: E.Source) -> pd.Series:
 
 def _pid_from_global(series: pd.Series) -> pd.Series:
     values = series.to_numpy(dtype=np.int64)
-    return pd.Series((values >> S.PID_SHIFT) & S.ID_MASK, index=series.index, dtype="int64")
+    pid = np.right_shift(values, S.PID_SHIFT)  # masked in place: one new array, not two
+    np.bitwise_and(pid, S.ID_MASK, out=pid)
+    return pd.Series(pid, index=series.index, dtype="int64", copy=False)
 
 
 def _tid_from_global(series: pd.Series) -> pd.Series:
     values = series.to_numpy(dtype=np.int64)
-    return pd.Series(values & S.ID_MASK, index=series.index, dtype="int64")
+    return pd.Series(values & S.ID_MASK, index=series.index, dtype="int64", copy=False)
 
 
 _BASE: Spec = [("start", "start_ns", "int"), ("end", "end_ns", "int"),
