@@ -266,12 +266,17 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
     eager = np.flatnonzero(kernels["graph_node_id"].isna().to_numpy(dtype=bool))
     if len(eager) == 0 or len(launch) == 0:
         return _empty_top(), host
+    key = kernel_key[eager]
     if table is not None:  # each eager kernel's launch call
-        row = table_get(table[0], kernel_key[eager] - table[1] if table[1] else kernel_key[eager])
+        if table[1]:
+            key -= table[1]  # a gathered copy: shifted in place
+        row = table_get(table[0], key)
     else:
-        row = first_match(kernel_key[eager], launch_key)
+        row = first_match(key, launch_key)
+    del key
     hit = row >= 0
-    eager, row = eager[hit], row[hit]
+    if not hit.all():  # (the usual trace launched every eager kernel from a window step)
+        eager, row = eager[hit], row[hit]
     if len(eager) == 0:
         return _empty_top(), host
     # One launch call can start several kernels (rare for eager launches): charge its host
