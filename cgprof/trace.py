@@ -541,6 +541,17 @@ def _load_threads(src: E.Source, strings: pd.Series) -> pd.DataFrame:
     # An info table: a row without a usable thread id (a damaged file) is left out.
     rows = [r for r in _rows(src, S.THREAD_NAMES, ["globalTid", "nameId"])
             if isinstance(r[0], int)]
+    if rows and all(type(r[0]) is int and type(r[1]) is int for r in rows):
+        # The usual table, a few dozen int rows: the frame the general path below makes,
+        # built in one go (its frame operations cost ~2 ms, a small trace's analysis 0.5%).
+        first: dict[int, int] = {}
+        for tid, name_id in rows:
+            first.setdefault(tid, name_id)  # drop_duplicates: the first row of each thread
+        names = [strings.get(i) for i in first.values()]
+        if all(isinstance(n, str) for n in names):  # (else: as pandas' map types them)
+            gt = np.fromiter(first, dtype=np.int64, count=len(first))
+            return pd.DataFrame({"global_tid": gt, "pid": (gt >> S.PID_SHIFT) & S.ID_MASK,
+                                 "tid": gt & S.ID_MASK, "name": pd.Series(names)}, copy=False)
     df = pd.DataFrame(rows, columns=["global_tid", "name_id"]).drop_duplicates("global_tid")
     df["pid"] = _pid_from_global(df["global_tid"])
     df["tid"] = _tid_from_global(df["global_tid"])

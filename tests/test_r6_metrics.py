@@ -100,3 +100,30 @@ def test_arrow_records_with_batched_int_columns_are_pandas_bytes():
     want = df.to_json(orient="records", double_precision=15, force_ascii=False)
     assert table.to_json() == want
     assert "".join(table.chunks(rows=1000)) == want
+
+
+def test_thread_names_fast_path_is_the_pandas_frame():
+    """The threads table built in one go equals the drop_duplicates/map frame, dtypes
+    included, on a real export."""
+    from pathlib import Path
+
+    from cgprof import schema as S
+    from cgprof import trace as T
+
+    path = Path(__file__).resolve().parents[1] / "traces" / "mlp_train_eager.sqlite"
+    src = T.open_source(path)
+    try:
+        strings = T._load_strings(src)
+        rows = [r for r in T._rows(src, S.THREAD_NAMES, ["globalTid", "nameId"])
+                if isinstance(r[0], int)]
+        want = pd.DataFrame(rows, columns=["global_tid", "name_id"]).drop_duplicates(
+            "global_tid")
+        want["pid"] = T._pid_from_global(want["global_tid"])
+        want["tid"] = T._tid_from_global(want["global_tid"])
+        want["name"] = want["name_id"].map(strings)
+        want = want.drop(columns=["name_id"]).reset_index(drop=True)
+        got = T._load_threads(src, strings)
+    finally:
+        src.close()
+    assert len(got) > 1
+    pd.testing.assert_frame_equal(got, want)
