@@ -63,6 +63,16 @@ class LazyGroup(click.Group):
     ``cgprof analyze`` loads cgprof.commands.analyze, not ``run``'s runner configuration or
     ``check``'s rules; ``cgprof --help`` lists them from COMMANDS without importing any."""
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The process's entry point (the console script, ``python -m cgprof``; click's test
+        runner calls :meth:`main` instead): one command, then the process exits, so the
+        command may freeze its imports (:func:`cgprof.commands.heavy_imports`)."""
+        import cgprof.commands
+
+        # standalone_mode=False returns to the caller instead of exiting
+        cgprof.commands.ONE_SHOT = kwargs.get("standalone_mode", True) is not False
+        return super().__call__(*args, **kwargs)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(COMMANDS))
 

@@ -136,6 +136,16 @@ def _captured(calls: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def _one_pid(pid: pd.Series) -> int | None:
+    """The pid of every row of a plain int64 column when it holds one only (two reductions,
+    no hash of a million rows), else None."""
+    if pid.dtype != np.int64 or not len(pid):
+        return None
+    arr = pid.to_numpy()
+    lo = int(arr.min())
+    return lo if lo == int(arr.max()) else None
+
+
 def _check_gpu_processes(trace: Trace) -> None:
     """GPU rows belong to processes that made CUDA API calls: a kernel, copy or memset is
     launched by a call of its own process. A row whose process made none (a NULL or mangled
@@ -143,14 +153,19 @@ def _check_gpu_processes(trace: Trace) -> None:
     rt = trace.runtime
     if not len(rt):
         return
-    api_pids = pd.unique(rt["pid"].dropna())
-    known = set(api_pids.tolist())
+    one = _one_pid(rt["pid"])
+    api_pids = known = None
     for table, df in ((S.KERNEL, trace.kernels), (S.MEMCPY, trace.memcpy),
                       (S.MEMSET, trace.memset), (S.GRAPH_TRACE, trace.graph_trace)):
         if not len(df):
             continue
-        # A few processes: their distinct pids settle it (10M kernels: one hash pass, not a
-        # sorted isin, 0.5 -> 0.1 s); the rows are looked at only when one is unknown.
+        if one is not None and _one_pid(df["pid"]) == one:
+            continue  # one process made the calls and runs all of this table's rows
+        if api_pids is None:
+            api_pids = pd.unique(rt["pid"].dropna())
+            known = set(api_pids.tolist())
+        # Several processes: their few distinct pids settle it (10M kernels: one hash pass,
+        # not a sorted isin, 0.5 -> 0.1 s); the rows are looked at only when one is unknown.
         present = pd.unique(df["pid"])
         if not pd.isna(present).any() and known.issuperset(present.tolist()):
             continue
@@ -161,6 +176,15 @@ def _check_gpu_processes(trace: Trace) -> None:
             who = "no process (NULL globalPid)" if pd.isna(pid) else f"process {int(pid)}"
             raise damaged(trace.meta.path, f"{n} of {len(df)} rows of {table} belong to {who}, "
                           "which made no CUDA API call, so nothing launched them")
+
+
+def _negatives(values: pd.Series) -> int:
+    """``int((values < 0).sum())`` (missing values are not negative): one minimum over a plain
+    int64 column first, the count only when it is negative."""
+    if values.dtype == np.int64:
+        arr = values.to_numpy()
+        return int(np.count_nonzero(arr < 0)) if len(arr) and arr.min() < 0 else 0
+    return int((values < 0).sum())
 
 
 def validate(trace: Trace) -> None:
@@ -176,11 +200,11 @@ def validate(trace: Trace) -> None:
         if not len(df):
             continue
         # (NVTX is left out here: domain-registration rows carry no real time.)
-        before = int((df["start_ns"] < 0).sum()) if table != S.NVTX else 0
+        before = _negatives(df["start_ns"]) if table != S.NVTX else 0
         if before:
             raise damaged(path, f"{before} of {len(df)} {label} in {table} have a negative "
                                 "start time")
-        bad = int((df["dur_ns"] < 0).sum())
+        bad = _negatives(df["dur_ns"])
         if bad:
             raise damaged(path, f"{bad} of {len(df)} {label} in {table} end before they start")
 

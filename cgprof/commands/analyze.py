@@ -52,11 +52,12 @@ def _is_trace_dir(path: Path) -> bool:
 def _analyze_one(path: Path, step, skip, min_gap_us, rank, say):
     """One file: its AnalysisResult, or a RanksResult when it holds several ranks."""
     from cgprof.metrics import analyze
-    from cgprof.ranks import analyze_ranks, gpu_pids
-    from cgprof.trace import load
+    from cgprof.trace import gpu_pids, load
 
     trace = load(path, say)
     if len(gpu_pids(trace)) > 1:
+        from cgprof.ranks import analyze_ranks
+
         return analyze_ranks(trace, step=step, skip=skip, min_gap_us=min_gap_us, rank=rank)
     if rank is not None:
         from cgprof.ranks import split_ranks
@@ -110,7 +111,7 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
     A trace holding several processes with GPU work (a torchrun launch) is analysed rank by
     rank; a folder of traces, or several traces with --ranks, are the ranks of one run.
     """
-    from cgprof.report import json_report, text
+    from cgprof.commands import heavy_imports
     from cgprof.report.output import check_writable, write_atomic
 
     try:
@@ -122,15 +123,22 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
             raise CgprofError("--steps and --max-events shape the --html report; add --html PATH")
         if all_gaps and json_out is None:
             raise CgprofError("--all-gaps shapes the --json document; add --json PATH")
+        outputs = [p for p in (None if json_out in (None, "-") else Path(json_out), html_out)
+                   if p is not None]
+        for p in outputs:
+            check_writable(p, force)
+        if not many:
+            from cgprof.cache import prefetch
+
+            prefetch(traces[0])  # its big tables are read while the analysis is imported
+        with heavy_imports():
+            from cgprof import metrics  # noqa: F401  (what every analysis runs)
+            from cgprof.report import json_report, text
         window = None
         if steps_window is not None:
             from cgprof.diff import parse_steps
 
             window = parse_steps(steps_window)[0]
-        outputs = [p for p in (None if json_out in (None, "-") else Path(json_out), html_out)
-                   if p is not None]
-        for p in outputs:
-            check_writable(p, force)
         say = _progress(quiet)
         results: list = []
         if many:
@@ -143,9 +151,6 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
             finally:
                 _clear(say)
         else:
-            from cgprof.cache import prefetch
-
-            prefetch(traces[0])  # its big tables are read while the analysis is imported
             for path in traces:
                 try:
                     results.append(_analyze_one(path, step, skip, min_gap_us, rank, say))

@@ -77,9 +77,13 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
       cgprof check run.sqlite --save-baseline base.json
       cgprof check ddp.sqlite --rank 1 --max launch_calls_per_step=2
     """
-    from cgprof import check as C
-    from cgprof.report import check_report as R
+    from cgprof.commands import heavy_imports
     from cgprof.report.output import check_writable, write_atomic
+
+    with heavy_imports():
+        from cgprof import check as C
+        from cgprof import metrics  # noqa: F401  (what every analysis runs)
+        from cgprof.report import check_report as R
 
     try:
         if json_out == "-" and github:

@@ -100,9 +100,13 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
     Runs with several ranks (a folder of per-rank traces, or one trace of several processes)
     are compared rank by rank and overall; --rank N compares one rank step by step.
     """
-    from cgprof.diff import diff, parse_labels, parse_modes, parse_steps
-    from cgprof.report import diff_text
+    from cgprof.commands import heavy_imports
     from cgprof.report.output import check_writable, write_atomic
+
+    with heavy_imports():
+        from cgprof import metrics  # noqa: F401  (what every analysis runs)
+        from cgprof.diff import diff, parse_labels, parse_modes, parse_steps
+        from cgprof.report import diff_text
 
     try:
         windows = parse_steps(steps)

@@ -79,18 +79,29 @@ class AnalysisResult:
 
 
 def _window_calls(calls: pd.DataFrame, steps: StepResult,
-                  call_pos: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The API calls of the window steps, twice: the columns the launch table reads (every
-    family), and the graph-launch calls with the columns the replay join reads. Narrow
-    copies: a filtered copy of every column of a 10M-call frame is a GB. ``call_pos``: each
-    call's window step (:func:`cgprof.metrics.coverage.window_positions`; -1: none)."""
+                  call_pos: np.ndarray) -> tuple[np.ndarray | None, pd.DataFrame]:
+    """The API calls of the window steps: a bool per call (what the launch table counts;
+    None: every call), and the graph-launch calls with the columns the replay join reads, a
+    narrow copy (a filtered copy of every column of a 10M-call frame is a GB). ``call_pos``:
+    each call's window step (:func:`cgprof.metrics.coverage.window_positions`; -1: none)."""
     if steps.source == "whole-trace":
-        return calls, calls
+        return None, calls
     hit = call_pos >= 0
     cols = ["pid", "tid", "corr_id", "start_ns", "dur_ns", "name", "family", "in_capture"]
-    launches = _take_rows(calls, np.flatnonzero(hit), ["name", "family", "in_capture", "dur_ns"])
     graph = hit & family_mask(calls, GRAPH_LAUNCH, live=False)
-    return launches, _take_rows(calls, np.flatnonzero(graph), cols)
+    return hit, _take_rows(calls, np.flatnonzero(graph), cols)
+
+
+def _processes(pid: pd.Series) -> list[int]:
+    """The distinct pids, ascending: min and max first, as one process is the usual case (no
+    hash of a million rows then)."""
+    if not len(pid):
+        return []
+    if pid.dtype == np.int64:
+        arr = pid.to_numpy()
+        if arr.min() == arr.max():
+            return [int(arr[0])]
+    return sorted(int(p) for p in pd.unique(pid))
 
 
 def _take_rows(df: pd.DataFrame, rows: np.ndarray, cols: list[str]) -> pd.DataFrame:
@@ -143,7 +154,9 @@ def analyze(
     gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
     call_pos = window_positions(calls, steps.call_steps, win_steps)  # once, for every call
-    win_calls, replay_calls = _window_calls(calls, steps, call_pos)
+    in_window, replay_calls = _window_calls(calls, steps, call_pos)
+    launch_table = launch_summary(calls, in_window)
+    del in_window
     launches = StepLaunches.of(calls, call_pos)  # read by the coverage and the verdict
     del call_pos
     say("measuring graph replays")
@@ -155,6 +168,7 @@ def analyze(
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
                 graph_trace_mode=trace.meta.graph_trace_mode, launches=launches)
     del launches
+    ranges = nvtx_ranges(trace)
     info = {
         "path": str(trace.path),
         "nsys_version": trace.meta.nsys_version,
@@ -163,11 +177,11 @@ def analyze(
         "graph_trace_mode_source": trace.meta.graph_trace_mode_source,
         "gpus": [{"device_id": int(d), "name": str(n)} for d, n in
                  zip(trace.gpus["device_id"], trace.gpus["name"], strict=True)],
-        "processes": sorted(int(p) for p in pd.unique(calls["pid"])) if len(calls) else [],
+        "processes": _processes(calls["pid"]),
         "kernels": int(len(trace.kernels)),
         "graph_trace_rows": int(len(trace.graph_trace)),
         "api_calls": int(len(calls)),
-        "nvtx_ranges": len(nvtx_ranges(trace)),
+        "nvtx_ranges": len(ranges),
         "window_start_ns": window[0] if window else None,
         "window_end_ns": window[1] if window else None,
         "window_steps": [int(x) for x in win_steps["step"]] if window else [],
@@ -180,10 +194,10 @@ def analyze(
     }
     return AnalysisResult(
         info=info,
-        launches=launch_summary(win_calls),
+        launches=launch_table,
         api_summary=api_summary(trace),
         kernel_summary=kernel_summary(trace),
-        nvtx_summary=nvtx_summary(trace),
+        nvtx_summary=nvtx_summary(trace, ranges),
         gaps=gaps,
         replays=replays,
         steps=steps,

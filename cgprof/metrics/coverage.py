@@ -22,6 +22,7 @@ from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
     _distinct_table,
     first_match,
+    match_pairs,
     pair_keys,
     sums_by_code,
     table_get,
@@ -83,13 +84,13 @@ def call_steps_of(calls: pd.DataFrame, call_steps: pd.DataFrame) -> np.ndarray:
     the window's call tables all read it instead of merging 1M-row frames each time."""
     if calls.empty or call_steps.empty:
         return np.full(len(calls), -1, dtype=np.int64)
-    keys = pair_keys(calls, call_steps)
-    if keys is None:  # keys that do not fit an int64 pair key: let pandas join them
+    row = match_pairs(calls, call_steps)  # one process: its correlation ids, not copies
+    if row is None:  # keys that do not fit an int64 pair key: let pandas join them
         step = calls[["pid", "corr_id"]].merge(call_steps[["pid", "corr_id", "step"]],
                                                on=["pid", "corr_id"], how="left")["step"]
         return step.fillna(-1).to_numpy(dtype=np.int64)
-    row = first_match(*keys)
-    return np.where(row >= 0, call_steps["step"].to_numpy(np.int64)[row], -1)
+    # row -1 (no step) picks the appended -1: one gather, no mask
+    return np.append(call_steps["step"].to_numpy(np.int64), -1)[row]
 
 
 def step_positions(step_of: np.ndarray, steps: np.ndarray) -> np.ndarray:
@@ -101,6 +102,8 @@ def step_positions(step_of: np.ndarray, steps: np.ndarray) -> np.ndarray:
         return np.full(len(step_of), -1, dtype=np.int64)
     lut = np.full(int(steps.max()) + 2, -1, dtype=np.int64)  # last slot: anything else
     lut[steps] = np.arange(len(steps))
+    if int(step_of.min()) >= -1:  # -1 indexes the last slot itself; clip the steps above
+        return lut[np.minimum(step_of, len(lut) - 1)]
     inside = (step_of >= 0) & (step_of < len(lut) - 1)
     return lut[np.where(inside, step_of, len(lut) - 1)]
 
@@ -259,23 +262,29 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
         first = first_match(launch_key, launch_key) == np.arange(len(launch))
         launch, pos, launch_key = launch[first], pos[first], launch_key[first]
     call_dur = calls["dur_ns"].to_numpy(np.int64)[launch]
-    np.add.at(host, pos, call_dur)
-    host = host.astype(np.float64)
+    host = sums_by_code(pos, call_dur, n).astype(np.float64)
     eager = np.flatnonzero(kernels["graph_node_id"].isna().to_numpy(dtype=bool))
     if len(eager) == 0 or len(launch) == 0:
         return _empty_top(), host
+    key = kernel_key[eager]
     if table is not None:  # each eager kernel's launch call
-        row = table_get(table[0], kernel_key[eager] - table[1] if table[1] else kernel_key[eager])
+        if table[1]:
+            key -= table[1]  # a gathered copy: shifted in place
+        row = table_get(table[0], key)
     else:
-        row = first_match(kernel_key[eager], launch_key)
+        row = first_match(key, launch_key)
+    del key
     hit = row >= 0
-    eager, row = eager[hit], row[hit]
+    if not hit.all():  # (the usual trace launched every eager kernel from a window step)
+        eager, row = eager[hit], row[hit]
     if len(eager) == 0:
         return _empty_top(), host
     # One launch call can start several kernels (rare for eager launches): charge its host
     # time once, to the first kernel.
     api_ns = call_dur[row]
-    if np.bincount(row).max() > 1:
+    seen = np.zeros(len(launch), dtype=bool)
+    seen[row] = True
+    if np.count_nonzero(seen) < len(row):  # a launch call's row met twice
         once = np.zeros(len(row), dtype=bool)
         once[np.unique(row, return_index=True)[1]] = True
         api_ns = np.where(once, api_ns, 0)

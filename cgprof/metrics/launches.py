@@ -76,16 +76,63 @@ def name_contains(names: pd.Series, text: str) -> np.ndarray:
     return per_cat[names.cat.codes.to_numpy()]  # code -1 (missing) picks the final False
 
 
+def _capture_marks(names: pd.Series) -> np.ndarray:
+    """Per call: +1 for a StreamBeginCapture, -1 for a StreamEndCapture, else 0 (int8); one
+    lookup per category, then one gather of the codes (for a categorical ``names``)."""
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        return (name_contains(names, "StreamBeginCapture").astype(np.int8)
+                - name_contains(names, "StreamEndCapture"))
+    per_cat = [1 if "StreamBeginCapture" in str(c) else -1 if "StreamEndCapture" in str(c)
+               else 0 for c in names.cat.categories]
+    return np.asarray(per_cat + [0], dtype=np.int8)[names.cat.codes.to_numpy()]
+
+
+#: Capture spans (begin to end on one thread) beyond which :func:`_in_capture` sweeps every
+#: row of the capturing threads instead of marking each span.
+_SPANS_MARKED = 1000
+
+
 def _in_capture(calls: pd.DataFrame) -> np.ndarray:
     """True for calls on a thread between its BeginCapture and EndCapture calls.
 
-    Per thread in time order, depth = begins so far - ends before this call; on a call that is
-    neither, that is the running sum of (begin - end). Only the threads that began a capture
-    are looked at (one or two of a trace's threads), in one stable sort by a small thread
-    number: the rows are in start order already (Trace tables are), so it keeps each thread's
-    calls in time order, ties in frame order, as ``lexsort((start, tid))`` would."""
-    begin = name_contains(calls["name"], "StreamBeginCapture")
-    end = name_contains(calls["name"], "StreamEndCapture")
+    Per thread in time order, a call's depth is the begins minus the ends before it, and
+    it is inside a capture when that is positive (the begin and end calls themselves are
+    not). The depth changes only at those few calls: in a table in start order (Trace
+    tables are), a thread's time order is its row order, so each stretch of rows between
+    two of a thread's begin/end calls where the depth is positive is marked in place, on
+    that thread's rows only; the millions of calls outside a capture are never looked at.
+    A table out of start order, or a trace of very many captures, takes the sweep over
+    every row of the capturing threads (:func:`_in_capture_sweep`)."""
+    marks = _capture_marks(calls["name"])
+    out = np.zeros(len(calls), dtype=bool)
+    events = np.flatnonzero(marks)
+    if not (marks[events] > 0).any():
+        return out
+    start = calls["start_ns"].to_numpy()
+    tids = calls["global_tid"].to_numpy()
+    ev_tid = tids[events]
+    capturing = np.unique(ev_tid[marks[events] > 0])
+    spans = []
+    for tid in capturing:
+        mine = events[ev_tid == tid]
+        depth = np.cumsum(marks[mine].astype(np.int64))
+        inside = depth > 0
+        spans += zip(mine[inside] + 1, np.append(mine[1:], len(calls))[inside],
+                     [tid] * int(inside.sum()), strict=True)
+    if len(spans) > _SPANS_MARKED or not (start[1:] >= start[:-1]).all():
+        return _in_capture_sweep(calls, marks > 0, marks < 0)
+    for lo, hi, tid in spans:
+        out[lo:hi] |= tids[lo:hi] == tid
+    return out
+
+
+def _in_capture_sweep(calls: pd.DataFrame, begin: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """:func:`_in_capture` over every row of the capturing threads: per thread in time
+    order, depth = begins so far - ends before this call; on a call that is neither, that is
+    the running sum of (begin - end). Only the threads that began a capture are looked at
+    (one or two of a trace's threads), in one stable sort by a small thread number: rows in
+    start order keep each thread's calls in time order, ties in frame order, as
+    ``lexsort((start, tid))`` would; other rows take that lexsort."""
     out = np.zeros(len(calls), dtype=bool)
     if not begin.any():
         return out
@@ -117,21 +164,73 @@ def _in_capture(calls: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def launch_summary(calls: pd.DataFrame) -> pd.DataFrame:
+_SUMMARY_COLUMNS = ["family", "calls", "captured_calls", "host_ns", "avg_ns", "names"]
+
+
+def launch_summary(calls: pd.DataFrame, selected: np.ndarray | None = None) -> pd.DataFrame:
     """Calls and host time per family.
 
     Columns: family, calls (outside stream capture), captured_calls (recorded during stream
     capture: they launch nothing), host_ns (host time of the uncaptured calls), avg_ns,
     names (the distinct suffix-stripped API names in the family, sorted, ';'-joined).
+    ``selected``: a bool per call, the calls to count (e.g. the window steps'); None: all.
+
+    Over the family and name codes, with no filtered frame (nor row gather) per family: one
+    code per call, ``2 * family + captured`` (``2 * families``: not counted), gives the
+    counts and the exact host sums in one pass each, and the (family, name) pairs present
+    give the names.
     """
-    rows = []
+    from cgprof.metrics.intervals import sums_by_code
+    from cgprof.metrics.summaries import category_codes
+
+    fam, fam_of = category_codes(calls["family"])
+    name, name_of = category_codes(calls["name"])
+    counted = fam >= 0
+    if selected is not None:
+        counted &= selected
+    if ((name < 0) & counted).any():  # a call without a name: pandas' unique() names it
+        frame = calls if selected is None else calls.iloc[np.flatnonzero(selected)]
+        return _launch_summary_frames(frame.reset_index(drop=True))
+    k, width = len(fam_of), len(name_of)
+    cap = calls["in_capture"].to_numpy(dtype=bool)
+    code = np.where(counted, fam.astype(np.intp) * 2 + cap, 2 * k)
+    per_code = np.bincount(code, minlength=2 * k + 1)
+    host = sums_by_code(code, calls["dur_ns"].to_numpy(dtype=np.int64), 2 * k + 1)
+    del code
+    pair = np.where(counted, fam.astype(np.intp) * width + name, k * width)
+    present = np.bincount(pair, minlength=k * width + 1)[:k * width].reshape(k, width) > 0
+    del pair
+    out = []
+    for family in FAMILIES:
+        at = np.flatnonzero(fam_of == family)
+        if not len(at):
+            continue
+        c = int(at[0])
+        n_live, n_captured = int(per_code[2 * c]), int(per_code[2 * c + 1])
+        if not n_live + n_captured:
+            continue
+        h = int(host[2 * c])
+        out.append({
+            "family": family,
+            "calls": n_live,
+            "captured_calls": n_captured,
+            "host_ns": h,
+            "avg_ns": float(h / n_live) if n_live else None,
+            "names": ";".join(sorted({str(v) for v in name_of[present[c]]})),
+        })
+    return pd.DataFrame(out, columns=_SUMMARY_COLUMNS)
+
+
+def _launch_summary_frames(calls: pd.DataFrame) -> pd.DataFrame:
+    """:func:`launch_summary` by filtering the frame per family (calls without a name)."""
+    out = []
     for family in FAMILIES:
         fam = calls[calls["family"] == family]
         live = fam[~fam["in_capture"]]
         if fam.empty:
             continue
         host = int(live["dur_ns"].sum())
-        rows.append({
+        out.append({
             "family": family,
             "calls": int(len(live)),
             "captured_calls": int(len(fam) - len(live)),
@@ -139,5 +238,4 @@ def launch_summary(calls: pd.DataFrame) -> pd.DataFrame:
             "avg_ns": float(host / len(live)) if len(live) else None,
             "names": ";".join(sorted({str(n) for n in fam["name"].unique()})),
         })
-    return pd.DataFrame(rows, columns=["family", "calls", "captured_calls", "host_ns", "avg_ns",
-                                       "names"])
+    return pd.DataFrame(out, columns=_SUMMARY_COLUMNS)

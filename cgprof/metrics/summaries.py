@@ -12,6 +12,8 @@ std_ns (sample standard deviation, as nsys). Totals and extremes are exact integ
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -39,8 +41,12 @@ def _sorted_in_groups(group: np.ndarray, dur: np.ndarray, n_groups: int) -> np.n
     if lo < 0 or bits + group_bits > 63:
         return dur[np.lexsort((dur, group))]
     kind = np.uint32 if bits + group_bits <= 32 else np.int64
-    packed = np.sort(group.astype(kind) << kind(bits) | dur.astype(kind))
-    return (packed & kind((1 << bits) - 1)).astype(np.int64)
+    packed = group.astype(kind)  # in place from here: each 1M-row temporary costs its pages
+    packed <<= kind(bits)
+    packed |= dur.astype(kind, copy=False)
+    packed.sort()
+    packed &= kind((1 << bits) - 1)
+    return packed.astype(np.int64, copy=False)
 
 
 def _group_std(dur: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
@@ -92,6 +98,7 @@ def _stats(df: pd.DataFrame, keys: list[str], count_name: str,
         keep = group >= 0
         group, dur = group[keep], dur[keep]
     n_groups = int(np.prod([max(len(v), 1) for v in values]))
+    group = group.astype(np.intp, copy=False)  # once: the counts and the std read it so
     count = np.bincount(group, minlength=n_groups)
     present = np.flatnonzero(count)
     count = count[present]
@@ -106,24 +113,28 @@ def _stats(df: pd.DataFrame, keys: list[str], count_name: str,
         mean = total.astype(np.float64) / count
     else:  # a float sum could round: take pandas' own
         mean = pd.Series(dur).groupby(group, sort=True).mean().to_numpy()
-    out = {}
-    for i, k in enumerate(out_keys):  # decode the combined group code back into each key
+    labels_of = []
+    for i in range(len(out_keys)):  # decode the combined group code back into each key
         size = max(len(values[i]), 1)
         width = int(np.prod([max(len(v), 1) for v in values[i + 1:]]))
-        out[k] = pd.Series([str(v) for v in values[i][(present // width) % size]], dtype=object)
+        labels_of.append([str(v) for v in values[i][(present // width) % size]])
+    # most total time first, then by the keys' text: sort_values(["total_ns", *keys],
+    # ascending=[False, True, ...]) (stable), as one Python sort of a few hundred groups
+    # and one gather per column, not a sort of a frame
+    order = np.asarray(sorted(range(len(present)), key=lambda g: (
+        -int(total[g]), *(labels[g] for labels in labels_of))), dtype=np.intp)
+    out: dict[str, Any] = {k: pd.Series([labels_of[i][g] for g in order], dtype=object)
+                           for i, k in enumerate(out_keys)}
     out.update({
-        count_name: count.astype(np.int64),
-        "total_ns": total.astype(np.int64),
-        "avg_ns": mean,
-        "med_ns": (low + high) / 2,
-        "min_ns": min_ns.astype(np.int64),
-        "max_ns": max_ns.astype(np.int64),
-        "std_ns": np.nan_to_num(_group_std(dur, group, n_groups)[present], nan=0.0),
+        count_name: count.astype(np.int64)[order],
+        "total_ns": total.astype(np.int64)[order],
+        "avg_ns": mean[order],
+        "med_ns": ((low + high) / 2)[order],
+        "min_ns": min_ns.astype(np.int64)[order],
+        "max_ns": max_ns.astype(np.int64)[order],
+        "std_ns": np.nan_to_num(_group_std(dur, group, n_groups)[present], nan=0.0)[order],
     })
-    result = pd.DataFrame(out, columns=cols)
-    result = result.sort_values(["total_ns"] + out_keys,
-                                ascending=[False] + [True] * len(out_keys))
-    return result.reset_index(drop=True)
+    return pd.DataFrame(out, columns=cols)
 
 
 def kernel_summary(trace: Trace) -> pd.DataFrame:
@@ -142,10 +153,28 @@ def nvtx_ranges(trace: Trace) -> pd.DataFrame:
     return nv[nv["event_type"].isin(S.NVTX_RANGE_TYPES) & nv["end_ns"].notna()]
 
 
-def nvtx_summary(trace: Trace) -> pd.DataFrame:
-    """Range instances and host time per name and style (``nvtx_sum``)."""
-    ranges = nvtx_ranges(trace)
-    ranges = pd.DataFrame({
-        "name": ranges["domain"].astype(str) + ":" + ranges["text"].fillna("").astype(str),
-        "style": ranges["style"], "dur_ns": ranges["dur_ns"]})
+def nvtx_summary(trace: Trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Range instances and host time per name and style (``nvtx_sum``). ``ranges``: the
+    trace's :func:`nvtx_ranges`, when the caller has them."""
+    if ranges is None:
+        ranges = nvtx_ranges(trace)
+    ranges = pd.DataFrame({"name": _range_names(ranges["domain"], ranges["text"]),
+                           "style": ranges["style"], "dur_ns": ranges["dur_ns"]})
     return _stats(ranges, ["name", "style"], "instances")
+
+
+def _range_names(domain: pd.Series, text: pd.Series) -> pd.Series:
+    """``domain.astype(str) + ":" + text.fillna("").astype(str)``, as a categorical: the
+    strings are made once per distinct (domain, text) pair, not once per range."""
+    d_code, d_of = category_codes(domain)
+    t_code, t_of = category_codes(text)
+    if (d_code < 0).any():  # a missing domain: astype(str) says how it prints
+        return domain.astype(str) + ":" + text.fillna("").astype(str)
+    width = len(t_of) + 1  # text code + 1: 0 is a missing text, written ""
+    pair_code, pairs = pd.factorize(d_code.astype(np.int64) * width + t_code + 1)
+    texts = [""] + [str(t) for t in t_of]
+    labels = [f"{d_of[p // width]}:{texts[p % width]}" for p in pairs]
+    name_code, names = pd.factorize(np.asarray(labels, dtype=object))
+    codes = name_code[pair_code] if len(pair_code) else pair_code
+    return pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object)),
+                     index=domain.index)

@@ -1,0 +1,68 @@
+"""What a `cgprof analyze --json` process imports, and the one-command import mode."""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TRACE = REPO / "traces" / "mlp_train_eager.sqlite"
+
+
+def _imported(args: list[str], env: dict[str, str]) -> set[str]:
+    """The modules a ``python -m cgprof ARGS`` process imports (``-X importtime``'s list)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "cgprof", *args],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {m.group(1) for m in re.finditer(r"^import time:.*\|\s*([\w.]+)\s*$", proc.stderr,
+                                            re.M)}
+
+
+def test_cached_analyze_json_imports_only_what_it_uses(tmp_path):
+    """A cached `cgprof analyze --json` reads Parquet: no DuckDB, no plotting, no torch, no
+    rank machinery for a one-process trace; the first run reads SQLite through DuckDB."""
+    env = {**os.environ, "CGPROF_CACHE": str(tmp_path / "cache")}
+    args = ["analyze", str(TRACE), "--json", str(tmp_path / "a.json"), "--quiet", "--force"]
+    first = _imported(args, env)
+    assert "duckdb" in first and "pandas" in first
+    cached = _imported(args, env)
+    assert "pandas" in cached and "pyarrow.parquet" in cached
+    unwanted = {"duckdb", "torch", "plotly", "jinja2", "dask", "cgprof.ranks",
+                "cgprof.parallel", "cgprof.report.html", "cgprof.report.figures",
+                "cgprof.diff"}
+    assert sorted(unwanted & cached) == []
+
+
+def test_heavy_imports_change_nothing_outside_a_one_command_process():
+    """Under the test runner (ONE_SHOT False) nothing is frozen and the environment stays."""
+    from cgprof import commands
+
+    assert commands.ONE_SHOT is False
+    frozen = gc.get_freeze_count()
+    with commands.heavy_imports():
+        import json  # noqa: F401
+    assert gc.get_freeze_count() == frozen and gc.isenabled()
+
+
+def test_one_command_process_freezes_imports_and_keeps_the_environment():
+    """`python -m cgprof` sets ONE_SHOT; the imports are frozen, the collector runs again,
+    and OPENBLAS_NUM_THREADS (set while numpy loads) is gone afterwards."""
+    code = (
+        "import gc, os, sys\n"
+        "import cgprof.commands as C\n"
+        "C.ONE_SHOT = True\n"
+        "with C.heavy_imports():\n"
+        "    assert os.environ.get('OPENBLAS_NUM_THREADS') == '1'\n"
+        "    import numpy\n"
+        "print(gc.get_freeze_count() > 1000, gc.isenabled(),\n"
+        "      'OPENBLAS_NUM_THREADS' in os.environ)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True", "False"]
