@@ -538,7 +538,10 @@ def _load_gpus(src: E.Source) -> pd.DataFrame:
     # An info table: a row without a usable id (a damaged file) is left out, not fatal.
     rows = [r for r in rows if isinstance(r[0], int)]
     rows.sort(key=lambda r: (r[0] is None, r[0] if r[0] is not None else 0))
-    return pd.DataFrame(rows, columns=["device_id", "name"]).drop_duplicates("device_id")
+    df = pd.DataFrame(rows, columns=["device_id", "name"])
+    if len({r[0] for r in rows}) == len(rows):  # one row per GPU: nothing to drop
+        return df
+    return df.drop_duplicates("device_id")
 
 
 def _load_threads(src: E.Source, strings: pd.Series) -> pd.DataFrame:
