@@ -162,7 +162,7 @@ def analyze(
     say("measuring graph replays")
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
     replays = graph_replays(ops, replay_calls, node_level=node_level)
-    del replay_calls
+    del replay_calls, ops  # 10M kernels: peak RSS 3.79 -> 3.56 GB (the GPU ops table is gone)
     say("summarising")
     coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps, launches)
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
