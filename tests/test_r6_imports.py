@@ -66,3 +66,38 @@ def test_one_command_process_freezes_imports_and_keeps_the_environment():
                           env={**env, "PYTHONPATH": str(REPO)}, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True", "True", "False"]
+
+
+def test_a_one_command_analyze_starts_openblas_on_one_thread(tmp_path):
+    """The prefetch (pyarrow, hence numpy) runs inside heavy_imports: numpy's OpenBLAS must
+    not start a thread per core first (16 spinning threads on a GPU host: 3.5 s of CPU for a
+    1.7 s cached analysis). Read back from the loaded OpenBLAS at exit, first and cached."""
+    import pytest
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: OpenBLAS starts one thread anyway")
+    code = (
+        "import atexit, ctypes, re, sys\n"
+        "def report():\n"
+        "    libs = sorted(set(re.findall(r'\\S*openblas\\S*\\.so\\S*',"
+        " open('/proc/self/maps').read())))\n"
+        "    get = [getattr(ctypes.CDLL(p), n) for p in libs for n in"
+        " ('scipy_openblas_get_num_threads64_', 'openblas_get_num_threads')"
+        " if hasattr(ctypes.CDLL(p), n)]\n"
+        "    sys.stderr.write(f'BLAS_THREADS={get[0]() if get else None}\\n')\n"
+        "atexit.register(report)\n"
+        f"sys.argv = ['cgprof', 'analyze', {str(TRACE)!r}, '--json', {str(tmp_path / 'a.json')!r},"
+        " '--quiet', '--force']\n"
+        "from cgprof.cli import main\n"
+        "main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env.update(PYTHONPATH=str(REPO), CGPROF_CACHE=str(tmp_path / "cache"))
+    for _ in ("first", "cached"):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, cwd=REPO, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        found = re.search(r"BLAS_THREADS=(\w+)", proc.stderr)
+        if found is None or found.group(1) == "None":
+            pytest.skip("this numpy's BLAS does not say its thread count")
+        assert found.group(1) == "1"
