@@ -19,6 +19,8 @@ import sys
 import time
 
 T0 = time.perf_counter()
+# As the CLI (cgprof.commands.heavy_imports): numpy's OpenBLAS on one thread, not one per core.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def main() -> int:
