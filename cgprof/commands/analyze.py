@@ -127,11 +127,11 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
                    if p is not None]
         for p in outputs:
             check_writable(p, force)
-        if not many:
-            from cgprof.cache import prefetch
+        with heavy_imports():  # from the prefetch on: it imports pyarrow, hence numpy
+            if not many:
+                from cgprof.cache import prefetch
 
-            prefetch(traces[0])  # its big tables are read while the analysis is imported
-        with heavy_imports():
+                prefetch(traces[0])  # its big tables are read while the analysis is imported
             from cgprof import metrics  # noqa: F401  (what every analysis runs)
             from cgprof.report import json_report, text
         window = None
