@@ -71,7 +71,12 @@ class LazyGroup(click.Group):
 
         # standalone_mode=False returns to the caller instead of exiting
         cgprof.commands.ONE_SHOT = kwargs.get("standalone_mode", True) is not False
-        return super().__call__(*args, **kwargs)
+        try:
+            return super().__call__(*args, **kwargs)
+        except SystemExit as exc:
+            if exc.code is None or type(exc.code) is int:
+                cgprof.commands.exit_now(exc.code or 0)
+            raise
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(COMMANDS))
