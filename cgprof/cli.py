@@ -66,12 +66,21 @@ class LazyGroup(click.Group):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The process's entry point (the console script, ``python -m cgprof``; click's test
         runner calls :meth:`main` instead): one command, then the process exits, so the
-        command may freeze its imports (:func:`cgprof.commands.heavy_imports`)."""
+        command may freeze its imports (:func:`cgprof.commands.heavy_imports`). Run on the
+        process's own command line (no ``args``), it ends the process without the
+        interpreter's teardown (:func:`cgprof.commands.exit_now`); a caller that passes
+        ``args`` gets click's SystemExit, as before."""
         import cgprof.commands
 
         # standalone_mode=False returns to the caller instead of exiting
         cgprof.commands.ONE_SHOT = kwargs.get("standalone_mode", True) is not False
-        return super().__call__(*args, **kwargs)
+        own_argv = not args and kwargs.get("args") is None
+        try:
+            return super().__call__(*args, **kwargs)
+        except SystemExit as exc:
+            if own_argv and (exc.code is None or type(exc.code) is int):
+                cgprof.commands.exit_now(exc.code or 0)
+            raise
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(COMMANDS))

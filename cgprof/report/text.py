@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -24,6 +25,18 @@ def fmt_num(v: Any, digits: int = 2) -> str:
     if isinstance(v, float):
         return f"{v:.{digits}f}"
     return str(v)
+
+
+def records(df: pd.DataFrame, cols: Sequence[str], at: Any = None) -> list[Any]:
+    """The rows of ``df`` as objects with one attribute per column of ``cols``, holding what
+    ``df.itertuples()`` holds (each column's own iteration: Python scalars, ``pd.NA``) without
+    the namedtuple class and the Series of every column it makes (the step table's 37
+    columns: ~3 of a small trace's ~5 ms report). ``at``: those row positions only."""
+    if at is not None:
+        df = df.take(at)
+    columns = [list(df[c]) for c in cols]
+    return [SimpleNamespace(**dict(zip(cols, values, strict=True)))
+            for values in zip(*columns, strict=True)]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> str:
@@ -76,7 +89,8 @@ def render(result: Any) -> str:
     out.append("")
     out.append("Host launch calls (window steps, outside stream capture)")
     rows = [[r.family, r.calls, r.captured_calls, fmt_us(r.host_ns), fmt_us(r.avg_ns, 2)]
-            for r in result.launches.itertuples()]
+            for r in records(result.launches, ["family", "calls", "captured_calls", "host_ns",
+                                                "avg_ns"])]
     out.append(table(["family", "calls", "in capture", "host us", "avg us"], rows))
     out.append("")
     out.extend(_gaps(result))
@@ -99,7 +113,7 @@ def _step_choice(st: Any) -> list[str]:
     if others.empty:
         return out
     out.append("  other candidates:")
-    for c in others.itertuples():
+    for c in records(others, ["name", "kind", "text", "domain", "reasons", "count", "score"]):
         how = ("not selectable with --step" if c.kind == "cycle" else
                f"--step '{c.text}@{c.domain}'" if c.domain else f"--step '{c.text}'")
         why = f"; {c.reasons}" if c.reasons else ""
@@ -115,13 +129,16 @@ def _gaps(result: Any) -> list[str]:
         return out + ["  no GPU activity in the window"]
     rows = [[int(d.device_id), fmt_us(d.window_ns), fmt_us(d.busy_ns), fmt_num(d.idle_pct, 1),
              d.gap_count, fmt_us(d.gap_p50_ns, 2), fmt_us(d.gap_p95_ns, 2), fmt_us(d.gap_max_ns)]
-            for d in g.devices.itertuples()]
+            for d in records(g.devices, ["device_id", "window_ns", "busy_ns", "idle_pct",
+                                         "gap_count", "gap_p50_ns", "gap_p95_ns", "gap_max_ns"])]
     out.append(table(["device", "window us", "busy us", "idle %", "gaps", "p50 us", "p95 us",
                       "max us"], rows))
     if len(g.by_kind):
         out.append("  idle time by cause:")
         rows = [[f"{k.kind} (device {k.device_id})", k.count, fmt_us(k.total_ns),
-                 fmt_num(k.share_pct, 1)] for k in g.by_kind.itertuples()]
+                 fmt_num(k.share_pct, 1)]
+                for k in records(g.by_kind, ["kind", "device_id", "count", "total_ns",
+                                             "share_pct"])]
         out.append(table(["cause", "gaps", "total us", "% of idle"], rows, indent="    "))
     return out
 
@@ -198,7 +215,9 @@ def _coverage(result: Any) -> list[str]:
     if s["partial_steps"] and len(c.eager_top):
         out.append("  still eager in partially graphed steps (per window step):")
         rows = [[_short(r.name), fmt_num(float(r.kernels), 2), fmt_us(r.gpu_ns, 2), r.launch_api,
-                 fmt_us(r.launch_host_ns, 2)] for r in c.eager_top.itertuples()]
+                 fmt_us(r.launch_host_ns, 2)]
+                for r in records(c.eager_top, ["name", "kernels", "gpu_ns", "launch_api",
+                                               "launch_host_ns"])]
         out.append(table(["kernel", "kernels", "GPU us", "launched by", "launch host us"], rows,
                          indent="    "))
     return out
@@ -214,13 +233,14 @@ def _steps(result: Any) -> list[str]:
     if df.empty:
         return ["Steps: none"]
     out = ["Steps (times in us; window: in the analysis window)"]
-    if len(df) > 2 * HEAD_TAIL + 1:
-        shown = pd.concat([df.head(HEAD_TAIL), df.tail(HEAD_TAIL)])
-        cut = True
-    else:
-        shown, cut = df, False
+    cut = len(df) > 2 * HEAD_TAIL + 1
+    at = [*range(HEAD_TAIL), *range(len(df) - HEAD_TAIL, len(df))] if cut else None
+    shown = records(df, ["step", "group", "mode", "in_window", "dur_ns", "effective_ns",
+                         "kernel_launches", "graph_launches", "kernels", "graph_kernels",
+                         "gpu_busy_ns", "gpu_idle_ns", "compactness", "launch_bound",
+                         "recapture", "fallback"], at)
     rows = []
-    for i, r in enumerate(shown.itertuples()):
+    for i, r in enumerate(shown):
         if cut and i == HEAD_TAIL:
             rows.append(["..."] + [""] * 14)
         rows.append([
