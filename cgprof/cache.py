@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -544,6 +543,8 @@ def export_report(report: Path, into: Path) -> Path:
         ) from None
     out = into / (report.stem + ".sqlite")
     argv = record.build_export_argv(nsys, report, out)
+    import subprocess  # ~3 ms of imports: for .nsys-rep input only
+
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     except OSError as exc:
