@@ -172,6 +172,112 @@ def gpu_gaps(
     return result.above(min_gap_ns) if min_gap_ns > 0 else result
 
 
+def window_gaps(span: GapResult, ops: pd.DataFrame, calls: pd.DataFrame,
+                span_window: tuple[int, int] | None,
+                window: tuple[int, int] | None) -> GapResult:
+    """``gpu_gaps(ops, calls, window=window)``, derived from ``span`` (``gpu_gaps(ops, calls,
+    window=span_window)``, unfiltered) when ``window`` lies inside ``span_window``.
+
+    The trick: the busy union of the ops clipped to the window is the span's union cut to the
+    window, so the window's inner gaps are the span's inner gaps strictly inside it, with the
+    same ops on either side, hence the same causes; only the window-edge gaps, the busy
+    figures and the stream table are measured again (no second sweep, launch join or sync
+    search). The ops on either side are the same unless clipping ties two of them in the
+    sort: two ops of a device starting at the same time and reaching the window's end, or
+    two starting at or before its start and ending at the same time inside it; then, as
+    for big tables (the chunked path) and any column that is not plain int64, the window
+    is measured from scratch."""
+    derived = _derive_window(span, ops, span_window, window)
+    return derived if derived is not None else gpu_gaps(ops, calls, window=window)
+
+
+def _derive_window(span: GapResult, ops: pd.DataFrame, span_window: tuple[int, int] | None,
+                   window: tuple[int, int] | None) -> GapResult | None:
+    """:func:`window_gaps` from ``span``, or None where it does not apply."""
+    if window is None or span_window is None or span.min_gap_ns:
+        return None
+    w0, w1 = window
+    if not (span_window[0] <= w0 < w1 <= span_window[1]) or not (
+            0 < len(ops) < CHUNKED_MIN_OPS):
+        return None
+    if any(ops[c].dtype != np.int64 for c in _OP_INTS) or ops["in_graph"].dtype != bool:
+        return None
+    g = span.gaps
+    if not len(g) or not isinstance(g["kind"].dtype, pd.CategoricalDtype) or not isinstance(
+            g["next_api"].dtype, pd.CategoricalDtype) or any(
+            g[c].dtype != np.int64 for c in ("device_id", "start_ns", "end_ns", "gap_ns")):
+        return None
+    dev, start, end = (ops[c].to_numpy() for c in ("device_id", "start_ns", "end_ns"))
+    live = (end > start) & (end > w0) & (start < w1)  # the window's ops, as _window_clip
+    if not live.any():
+        return None
+    # Ties that clipping would make (see window_gaps): per device, distinct starts among the
+    # ops reaching the window's end, distinct ends among those clipped at its start.
+    for tie, key in (((start > w0) & (end >= w1), start), ((start <= w0) & (end < w1), end)):
+        rows = np.flatnonzero(live & tie)
+        if len(rows) > 1 and len(np.unique(np.stack([dev[rows], key[rows]]), axis=1)[0]) < len(
+                rows):
+            return None
+    g_start, g_end = g["start_ns"].to_numpy(), g["end_ns"].to_numpy()
+    codes = g["kind"].cat.codes.to_numpy()
+    keep = (g_start > w0) & (g_end < w1) & (codes != GAP_KINDS.index("window_edge"))
+    if not keep.any():
+        return None
+    inner: dict[str, object] = {}
+    for c in GAP_COLUMNS:
+        col = g[c]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            inner[c] = col.array[keep]
+        else:
+            inner[c] = col.array[keep].to_numpy(dtype=np.int64)
+    # The window's busy figures per device: its ops clipped to it, less the inner gaps.
+    w_ops = _window_clip(ops, window)
+    w_start, w_end = w_ops["start_ns"].to_numpy(), w_ops["end_ns"].to_numpy()
+    w_live = w_end > w_start
+    if not w_live.all():
+        w_ops = w_ops[w_live]
+    busy = _window_busy(w_ops, inner)
+    if busy is None:
+        return None
+    streams = _stream_table(w_ops)
+    edges = _edge_gaps(w_ops, window, busy)
+    all_gaps = _merge_sorted(inner, edges)
+    if all_gaps is None:
+        return None
+    devices = _device_table(w_ops, all_gaps, window, busy)
+    return GapResult(devices=devices, gaps=all_gaps, by_kind=_by_kind(all_gaps, devices),
+                     histogram=histogram(all_gaps), streams=streams, min_gap_ns=0)
+
+
+def _window_busy(w_ops: pd.DataFrame, inner: dict[str, object]) -> pd.DataFrame | None:
+    """Per device of the window's (clipped, live) ops: first start, last end and busy time
+    (span less the inner gaps), the columns :func:`_edge_gaps` and :func:`_device_table`
+    read; None when an inner gap's device has no op."""
+    dev = w_ops["device_id"].to_numpy()
+    start, end = w_ops["start_ns"].to_numpy(), w_ops["end_ns"].to_numpy()
+    lo, hi = int(dev.min()), int(dev.max())
+    g_dev, g_ns = inner["device_id"], inner["gap_ns"]
+    if lo == hi:
+        devs = dev[:1].copy()
+        first, last = start.min(keepdims=True), end.max(keepdims=True)
+        if int(g_dev.min()) != lo or int(g_dev.max()) != lo:
+            return None
+        gaps = np.array([int(g_ns.sum())], dtype=np.int64)
+    else:
+        devs, inv = np.unique(dev, return_inverse=True)
+        first = np.full(len(devs), np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full(len(devs), np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(first, inv, start)
+        np.maximum.at(last, inv, end)
+        at = np.searchsorted(devs, g_dev)
+        if (at >= len(devs)).any() or (devs[np.minimum(at, len(devs) - 1)] != g_dev).any():
+            return None
+        gaps = np.zeros(len(devs), dtype=np.int64)
+        np.add.at(gaps, at, g_ns)
+    return pd.DataFrame({"device_id": devs.astype(np.int64), "first_start_ns": first,
+                         "last_end_ns": last, "busy_ns": last - first - gaps})
+
+
 def _empty_gaps() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="object" if c in ("kind", "next_api") else "Int64")
                          for c in GAP_COLUMNS})

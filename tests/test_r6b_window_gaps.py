@@ -1,0 +1,116 @@
+"""window_gaps (the window's gaps derived from the steps' span) against gpu_gaps of the window."""
+
+import numpy as np
+import pandas as pd
+import pandas.testing as pdt
+import pytest
+
+from cgprof.metrics import gaps as G
+
+TRACES = ["mlp_train_eager", "mlp_train_graph", "ddp_mlp_train_graph", "resnet18_train_eager",
+          "resnet18_infer_graph", "mlp_train_graph_graphtrace", "transformer_train_eager",
+          "user_train_graph"]
+
+
+def _assert_same(a: G.GapResult, b: G.GapResult) -> None:
+    pdt.assert_frame_equal(a.gaps, b.gaps)
+    for table in ("devices", "by_kind", "histogram", "streams"):
+        pdt.assert_frame_equal(getattr(a, table), getattr(b, table))
+    assert a.min_gap_ns == b.min_gap_ns
+
+
+def _check(ops, calls, span, windows, derived=None):
+    full = G.gpu_gaps(ops, calls, window=span)
+    for w in windows:
+        got = G.window_gaps(full, ops, calls, span, w)
+        _assert_same(got, G.gpu_gaps(ops, calls, window=w))
+        if derived is not None:
+            derived.append(G._derive_window(full, ops, span, w) is not None)
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_window_gaps_equal_gpu_gaps_on_traces(traces_dir, name):
+    import cgprof
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+
+    trace = cgprof.load(traces_dir / f"{name}.sqlite")
+    ops, calls = gpu_ops(trace), api_calls(trace)
+    lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
+    span = (lo - 1000, hi + 1000)
+    third = (hi - lo) // 3
+    windows = [span, (lo, hi), (lo + third, hi - third), (lo + third, hi + 1000),
+               (lo - 1000, hi - third)]
+    # windows cut at op boundaries: starts and ends of ops in the middle
+    mid = len(ops) // 2
+    s, e = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    windows += [(int(s[mid]), int(e[-1])), (int(e[mid]), int(s[-1])),
+                (int(s[mid // 2]), int(e[mid]))]
+    derived = []
+    _check(ops, calls, span, [w for w in windows if w[0] < w[1]], derived)
+    if name != "ddp_mlp_train_graph":
+        assert any(derived)
+
+
+def _ops(rng, n, ndev, ties):
+    start = np.sort(rng.integers(0, 400 if ties else 10**6, n))
+    end = start + rng.integers(0, 30 if ties else 5000, n)
+    o = np.lexsort((end, start))
+    start, end = start[o], end[o]
+    return pd.DataFrame({
+        "start_ns": start.astype(np.int64), "end_ns": end.astype(np.int64),
+        "device_id": rng.integers(0, ndev, n).astype(np.int64),
+        "stream_id": rng.integers(0, 3, n).astype(np.int64),
+        "pid": np.full(n, 7, dtype=np.int64),
+        "corr_id": rng.permutation(n).astype(np.int64) + 1,
+        "kind": pd.Categorical(rng.choice(["kernel", "memcpy", "memset"], n, p=[.8, .1, .1])),
+        "in_graph": rng.random(n) < 0.3,
+    })
+
+
+def _calls(rng, ops):
+    n = len(ops)
+    corr = ops["corr_id"].to_numpy()
+    start = ops["start_ns"].to_numpy() - rng.integers(0, 40, n)
+    dur = rng.integers(1, 20, n)
+    fam = rng.choice(["kernel_launch", "sync"], n, p=[.8, .2])
+    return pd.DataFrame({
+        "pid": np.full(n, 7, dtype=np.int64), "corr_id": corr.astype(np.int64),
+        "start_ns": start.astype(np.int64), "end_ns": (start + dur).astype(np.int64),
+        "name": pd.Categorical(rng.choice(["cudaLaunchKernel", "cudaDeviceSynchronize"], n)),
+        "family": pd.Categorical(fam),
+    })
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_window_gaps_equal_gpu_gaps_random(seed):
+    """Random ops with many ties at the window's edges (where the derivation falls back)."""
+    rng = np.random.default_rng(seed)
+    ties = seed % 2 == 0
+    ops = _ops(rng, int(rng.integers(2, 300)), int(rng.integers(1, 3)), ties)
+    calls = _calls(rng, ops)
+    lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
+    span = (lo - int(rng.integers(0, 5)), hi + int(rng.integers(0, 5)))
+    pts = np.concatenate([ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy(),
+                          rng.integers(lo, hi + 1, 20)])
+    windows = []
+    for _ in range(25):
+        a, b = np.sort(rng.choice(pts, 2))
+        if a < b:
+            windows.append((int(a), int(b)))
+    _check(ops, calls, span, windows)
+
+
+def test_window_gaps_fall_back_outside_the_span(traces_dir):
+    import cgprof
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+
+    trace = cgprof.load(traces_dir / "mlp_train_eager.sqlite")
+    ops, calls = gpu_ops(trace), api_calls(trace)
+    lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
+    span = (lo + 10, hi - 10)
+    full = G.gpu_gaps(ops, calls, window=span)
+    for w in [None, (lo, hi), (lo + 20, hi)]:
+        assert G._derive_window(full, ops, span, w) is None
+        _assert_same(G.window_gaps(full, ops, calls, span, w), G.gpu_gaps(ops, calls, window=w))
