@@ -114,3 +114,98 @@ def test_window_gaps_fall_back_outside_the_span(traces_dir):
     for w in [None, (lo, hi), (lo + 20, hi)]:
         assert G._derive_window(full, ops, span, w) is None
         _assert_same(G.window_gaps(full, ops, calls, span, w), G.gpu_gaps(ops, calls, window=w))
+
+
+def _edge_gaps_frame(ops, window, busy=None):
+    """The window-edge gaps as the frame-built version made them (the reference)."""
+    if window is None or ops.empty:
+        return G._empty_gaps()
+    w0, w1 = window
+    rows = []
+    if busy is not None:
+        spans = zip(*(busy[c].tolist() for c in ("device_id", "first_start_ns", "last_end_ns")),
+                    strict=True)
+    else:
+        spans = ((dev, d["start_ns"].min(), d["end_ns"].max())
+                 for dev, d in ops.groupby("device_id", sort=True))
+    for dev, first, last in spans:
+        first, last = int(first), int(last)
+        if first > w0:
+            rows.append((dev, w0, first))
+        if last < w1:
+            rows.append((dev, last, w1))
+    if not rows:
+        return G._empty_gaps()
+    df = pd.DataFrame(rows, columns=["device_id", "start_ns", "end_ns"])
+    df["gap_ns"] = df["end_ns"] - df["start_ns"]
+    df["kind"] = pd.Categorical(["window_edge"] * len(df), categories=list(G.GAP_KINDS))
+    for c in ("prev_stream_id", "next_stream_id", "next_pid", "next_corr_id"):
+        df[c] = pd.array([pd.NA] * len(df), dtype="Int64")
+    df["next_api"] = ""
+    return df[G.GAP_COLUMNS]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_edge_gaps_equal_the_frame_built_table(seed):
+    from cgprof.metrics.intervals import union_busy
+
+    rng = np.random.default_rng(seed)
+    ops = _ops(rng, int(rng.integers(1, 50)), int(rng.integers(1, 4)), seed % 2 == 0)
+    lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
+    busy = union_busy(ops, ["device_id"])
+    for w in [None, (lo, hi), (lo - 5, hi), (lo, hi + 5), (lo - 5, hi + 5),
+              (np.int64(lo - 1), np.int64(hi + 1))]:
+        for b in (busy, None):
+            pdt.assert_frame_equal(G._edge_gaps(ops, w, b), _edge_gaps_frame(ops, w, b))
+
+
+def test_hist_bins_equal_searchsorted():
+    rng = np.random.default_rng(2)
+    edges = np.array(G.HIST_EDGES_US, dtype=np.int64) * 1000
+    v = np.concatenate([rng.integers(-3000, 2 * 10**7, 10**5), edges, edges - 1, edges + 1,
+                        [-1, 0, -1000, -1001, 2**62, -2**62]]).astype(np.int64)
+    want = (np.searchsorted(edges, v, "right") - 1).astype(np.int8)
+    np.testing.assert_array_equal(G._hist_bins(v), want)
+
+
+def _sync_reference(calls, pids, gap_start, api_start, need):
+    """The per-row search that _sync_returned_in_gap made for every pid."""
+    out = np.zeros(len(pids), dtype=bool)
+    rows = np.flatnonzero((calls["family"] == "sync").to_numpy(dtype=bool))
+    if not len(rows):
+        return out
+    s_pid = calls["pid"].to_numpy()[rows]
+    s_start = calls["start_ns"].to_numpy(dtype=np.int64)[rows]
+    s_end = calls["end_ns"].to_numpy(dtype=np.int64)[rows]
+    for pid in np.unique(pids):
+        mine = s_pid == pid
+        if not mine.any():
+            continue
+        ends = s_end[mine]
+        by_end = np.argsort(ends, kind="quicksort")
+        ends, starts_by_end = ends[by_end], s_start[mine][by_end]
+        idx = np.flatnonzero((pids == pid) & need)
+        j = np.searchsorted(ends, api_start[idx], "right") - 1
+        ok = j >= 0
+        jj = np.where(ok, j, 0)
+        ok &= (ends[jj] >= gap_start[idx]) & (starts_by_end[jj] <= gap_start[idx])
+        out[idx[ok]] = True
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_sync_returned_in_gap_equals_the_per_row_search(seed):
+    rng = np.random.default_rng(seed)
+    ops = _ops(rng, int(rng.integers(2, 400)), 1, seed % 2 == 0)
+    calls = _calls(rng, ops)
+    n = int(rng.integers(1, 300))
+    pids = np.full(n, 7, dtype=np.int64)
+    gap_start = rng.integers(-10, 500, n).astype(np.int64)
+    api_start = (gap_start + rng.integers(-20, 60, n)).astype(np.int64)
+    for dense in (0.0, 0.5, 0.74, 0.76, 0.9, 1.0):
+        need = rng.random(n) < dense
+        nan = np.where(need, api_start.astype(np.float64), np.nan)  # unknown launches
+        for a in (api_start, api_start.astype(np.float64), nan):
+            np.testing.assert_array_equal(
+                G._sync_returned_in_gap(calls, pids, gap_start, a, need),
+                _sync_reference(calls, pids, gap_start, a, need))
