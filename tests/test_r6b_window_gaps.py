@@ -209,3 +209,49 @@ def test_sync_returned_in_gap_equals_the_per_row_search(seed):
             np.testing.assert_array_equal(
                 G._sync_returned_in_gap(calls, pids, gap_start, a, need),
                 _sync_reference(calls, pids, gap_start, a, need))
+
+
+@pytest.mark.parametrize("name", ["mlp_train_graph", "resnet18_train_eager", "ddp_mlp_train_graph",
+                                  "transformer_train_graph", "compile_train_step"])
+def test_launch_summary_equals_the_frame_filters_on_traces(traces_dir, name):
+    import cgprof
+    from cgprof.metrics import launches as L
+
+    calls = L.api_calls(cgprof.load(traces_dir / f"{name}.sqlite"))
+    sel = np.arange(len(calls)) % 3 != 0
+    pdt.assert_frame_equal(L.launch_summary(calls), L._launch_summary_frames(calls))
+    pdt.assert_frame_equal(L.launch_summary(calls, sel),
+                           L._launch_summary_frames(calls[sel].reset_index(drop=True)))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kind_bin_sums_give_the_per_table_counts(seed):
+    """by_kind and histogram from the (kind, bin) sums equal their own counting."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    gaps = pd.DataFrame({
+        "device_id": np.full(n, int(rng.integers(0, 3)), dtype=np.int64),
+        "gap_ns": rng.choice([0, 1, 999, 1000, 1001, 5000, 10**6, 10**7, 10**8], n)
+        + rng.integers(0, 3, n),
+        "kind": pd.Categorical.from_codes(rng.integers(0, len(G.GAP_KINDS), n),
+                                          categories=list(G.GAP_KINDS)),
+    })
+    devices = pd.DataFrame({"device_id": [0, 1, 2]})
+    kb = G._kind_bin_sums(gaps)
+    assert kb is not None
+    pdt.assert_frame_equal(G._by_kind(gaps, devices, kb), G._by_kind(gaps, devices))
+    pdt.assert_frame_equal(G.histogram(gaps, kb), G.histogram(gaps))
+    two = gaps.assign(device_id=np.arange(n) % 2)
+    assert G._kind_bin_sums(two) is None
+
+
+@pytest.mark.parametrize("name", ["mlp_train_graph", "resnet18_train_eager", "ddp_mlp_train_graph"])
+def test_kind_bin_sums_on_traces(traces_dir, name):
+    import cgprof
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+
+    trace = cgprof.load(traces_dir / f"{name}.sqlite")
+    r = G.gpu_gaps(gpu_ops(trace), api_calls(trace))
+    pdt.assert_frame_equal(r.by_kind, G._by_kind(r.gaps, r.devices))
+    pdt.assert_frame_equal(r.histogram, G.histogram(r.gaps))

@@ -165,8 +165,8 @@ def gpu_gaps(
     result = GapResult(
         devices=devices,
         gaps=all_gaps,
-        by_kind=_by_kind(all_gaps, devices),
-        histogram=histogram(all_gaps),
+        by_kind=_by_kind(all_gaps, devices, kb := _kind_bin_sums(all_gaps)),
+        histogram=histogram(all_gaps, kb),
         streams=streams,
         min_gap_ns=0,
     )
@@ -246,8 +246,9 @@ def _derive_window(span: GapResult, ops: pd.DataFrame, span_window: tuple[int, i
     if all_gaps is None:
         return None
     devices = _device_table(w_ops, all_gaps, window, busy)
-    return GapResult(devices=devices, gaps=all_gaps, by_kind=_by_kind(all_gaps, devices),
-                     histogram=histogram(all_gaps), streams=streams, min_gap_ns=0)
+    kb = _kind_bin_sums(all_gaps)
+    return GapResult(devices=devices, gaps=all_gaps, by_kind=_by_kind(all_gaps, devices, kb),
+                     histogram=histogram(all_gaps, kb), streams=streams, min_gap_ns=0)
 
 
 def _window_busy(w_ops: pd.DataFrame, inner: dict[str, object]) -> pd.DataFrame | None:
@@ -996,8 +997,63 @@ def _device_table(ops, gaps, window, busy=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _by_kind(gaps: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
+@dataclass
+class _KindBins:
+    """Gap counts and total ns of one device's gaps per (kind, histogram bin)."""
+
+    device_id: int
+    counts: np.ndarray  # [len(GAP_KINDS), len(HIST_EDGES_US)]
+    totals: np.ndarray
+
+
+def _kind_bin_sums(gaps: pd.DataFrame) -> _KindBins | None:
+    """The figures of :func:`_by_kind` and :func:`histogram` from one pass: the trick is one
+    code per gap, ``kind * bins + bin``, whose counts and exact sums, summed over bins or
+    over kinds, are each table's (a chunk of gaps at a time, as :func:`histogram`). None
+    unless the gaps are of one device, with int64 lengths at or above 0 and a kind each."""
+    if not len(gaps):
+        return None
+    kinds, dev, ns = gaps["kind"], gaps["device_id"], gaps["gap_ns"]
+    if not (isinstance(kinds.dtype, pd.CategoricalDtype) and list(kinds.cat.categories) == list(
+            GAP_KINDS) and dev.dtype.kind in "iu" and ns.dtype == np.int64):
+        return None
+    d, v, codes = dev.to_numpy(), ns.to_numpy(), kinds.cat.codes.to_numpy()
+    if d.min() != d.max() or codes.min() < 0 or v.min() < 0:
+        return None
+    nb = len(HIST_EDGES_US)
+    n = len(GAP_KINDS) * nb
+    counts = np.zeros(n, dtype=np.int64)
+    totals = np.zeros(n, dtype=np.int64)
+    for a in range(0, len(v), _HIST_CHUNK):  # chunk-sized temporaries
+        vc = v[a:a + _HIST_CHUNK]
+        code = codes[a:a + _HIST_CHUNK].astype(np.intp)
+        code *= nb
+        code += _hist_bins(vc)
+        counts += counts_by_code(code, n)
+        totals += sums_by_code(code, vc, n)
+    return _KindBins(int(d[0]), counts.reshape(len(GAP_KINDS), nb),
+                     totals.reshape(len(GAP_KINDS), nb))
+
+
+def _by_kind(gaps: pd.DataFrame, devices: pd.DataFrame,
+             kb: _KindBins | None = None) -> pd.DataFrame:
+    """``kb``: :func:`_kind_bin_sums` of ``gaps`` (None: counted here)."""
     rows = []
+    if kb is not None:
+        counts, totals = kb.counts.sum(axis=1).tolist(), kb.totals.sum(axis=1).tolist()
+        idle = sum(totals)
+        for dev in devices["device_id"].tolist():
+            if dev != kb.device_id:
+                continue  # no gap on it
+            for i, kind in enumerate(GAP_KINDS):
+                if not counts[i]:
+                    continue
+                total = totals[i]
+                rows.append({"device_id": int(dev), "kind": kind, "count": counts[i],
+                             "total_ns": total,
+                             "share_pct": 100.0 * total / idle if idle else 0.0})
+        return pd.DataFrame(rows, columns=["device_id", "kind", "count", "total_ns",
+                                           "share_pct"])
     g_dev = gaps["device_id"].to_numpy()
     g_ns = gaps["gap_ns"].to_numpy()
     kinds = gaps["kind"]
@@ -1065,25 +1121,32 @@ def _hist_bins(v: np.ndarray) -> np.ndarray:
     return _US_BIN[us]
 
 
-def histogram(gaps: pd.DataFrame) -> pd.DataFrame:
-    """Gap counts and time per microsecond bin (HIST_EDGES_US), per device."""
+def histogram(gaps: pd.DataFrame, kb: _KindBins | None = None) -> pd.DataFrame:
+    """Gap counts and time per microsecond bin (HIST_EDGES_US), per device. ``kb``:
+    :func:`_kind_bin_sums` of ``gaps`` (None: counted here)."""
     cols = ["device_id", "bin_lo_us", "bin_hi_us", "count", "total_ns"]
     if gaps.empty:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
     dev = gaps["device_id"]
-    one = dev.dtype.kind in "iu" and dev.min() == dev.max()  # one device: no grouping
-    groups = [(dev.iloc[0], gaps)] if one else gaps.groupby("device_id", sort=True)
+    if kb is not None:
+        groups = [(kb.device_id, None)]
+    else:
+        one = dev.dtype.kind in "iu" and dev.min() == dev.max()  # one device: no grouping
+        groups = [(dev.iloc[0], gaps)] if one else gaps.groupby("device_id", sort=True)
     rows = []
     for d, g in groups:
-        v = g["gap_ns"].to_numpy(dtype=np.int64)
-        counts = np.zeros(len(HIST_EDGES_US), dtype=np.int64)
-        totals = np.zeros(len(HIST_EDGES_US), dtype=np.int64)
-        for a in range(0, len(v), _HIST_CHUNK):  # chunk-sized temporaries
-            vc = v[a:a + _HIST_CHUNK]
-            b = _hist_bins(vc)
-            c, t = _sums_by_code(b, vc, len(HIST_EDGES_US))
-            counts += c
-            totals += t
+        if kb is not None:
+            counts, totals = kb.counts.sum(axis=0), kb.totals.sum(axis=0)
+        else:
+            v = g["gap_ns"].to_numpy(dtype=np.int64)
+            counts = np.zeros(len(HIST_EDGES_US), dtype=np.int64)
+            totals = np.zeros(len(HIST_EDGES_US), dtype=np.int64)
+            for a in range(0, len(v), _HIST_CHUNK):  # chunk-sized temporaries
+                vc = v[a:a + _HIST_CHUNK]
+                b = _hist_bins(vc)
+                c, t = _sums_by_code(b, vc, len(HIST_EDGES_US))
+                counts += c
+                totals += t
         counts, totals = counts.tolist(), totals.tolist()
         for i, lo in enumerate(HIST_EDGES_US):
             hi = HIST_EDGES_US[i + 1] if i + 1 < len(HIST_EDGES_US) else float("inf")
