@@ -239,7 +239,9 @@ def test_kind_bin_sums_give_the_per_table_counts(seed):
     devices = pd.DataFrame({"device_id": [0, 1, 2]})
     kb = G._kind_bin_sums(gaps)
     assert kb is not None
-    pdt.assert_frame_equal(G._by_kind(gaps, devices, kb), G._by_kind(gaps, devices))
+    pdt.assert_frame_equal(G._by_kind_of(kb, devices), G._by_kind(gaps, devices))
+    objects = gaps.assign(kind=gaps["kind"].astype(object))  # the pandas-mask loop
+    pdt.assert_frame_equal(G._by_kind_of(kb, devices), G._by_kind(objects, devices))
     pdt.assert_frame_equal(G.histogram(gaps, kb), G.histogram(gaps))
     two = gaps.assign(device_id=np.arange(n) % 2)
     assert G._kind_bin_sums(two) is None
@@ -254,4 +256,6 @@ def test_kind_bin_sums_on_traces(traces_dir, name):
     trace = cgprof.load(traces_dir / f"{name}.sqlite")
     r = G.gpu_gaps(gpu_ops(trace), api_calls(trace))
     pdt.assert_frame_equal(r.by_kind, G._by_kind(r.gaps, r.devices))
+    objects = r.gaps.assign(kind=r.gaps["kind"].astype(object))  # the pandas-mask loop
+    pdt.assert_frame_equal(r.by_kind, G._by_kind(objects, r.devices))
     pdt.assert_frame_equal(r.histogram, G.histogram(r.gaps))

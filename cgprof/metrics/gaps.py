@@ -162,11 +162,12 @@ def gpu_gaps(
 
     del gaps
     devices = _device_table(ops, all_gaps, window, busy)
+    by_kind, hist = _kind_tables(all_gaps, devices)
     result = GapResult(
         devices=devices,
         gaps=all_gaps,
-        by_kind=_by_kind(all_gaps, devices, kb := _kind_bin_sums(all_gaps)),
-        histogram=histogram(all_gaps, kb),
+        by_kind=by_kind,
+        histogram=hist,
         streams=streams,
         min_gap_ns=0,
     )
@@ -246,9 +247,9 @@ def _derive_window(span: GapResult, ops: pd.DataFrame, span_window: tuple[int, i
     if all_gaps is None:
         return None
     devices = _device_table(w_ops, all_gaps, window, busy)
-    kb = _kind_bin_sums(all_gaps)
-    return GapResult(devices=devices, gaps=all_gaps, by_kind=_by_kind(all_gaps, devices, kb),
-                     histogram=histogram(all_gaps, kb), streams=streams, min_gap_ns=0)
+    by_kind, hist = _kind_tables(all_gaps, devices)
+    return GapResult(devices=devices, gaps=all_gaps, by_kind=by_kind, histogram=hist,
+                     streams=streams, min_gap_ns=0)
 
 
 def _window_busy(w_ops: pd.DataFrame, inner: dict[str, object]) -> pd.DataFrame | None:
@@ -1035,25 +1036,33 @@ def _kind_bin_sums(gaps: pd.DataFrame) -> _KindBins | None:
                      totals.reshape(len(GAP_KINDS), nb))
 
 
-def _by_kind(gaps: pd.DataFrame, devices: pd.DataFrame,
-             kb: _KindBins | None = None) -> pd.DataFrame:
-    """``kb``: :func:`_kind_bin_sums` of ``gaps`` (None: counted here)."""
+def _by_kind_of(kb: _KindBins, devices: pd.DataFrame) -> pd.DataFrame:
+    """:func:`_by_kind` from :func:`_kind_bin_sums` of the gaps."""
     rows = []
-    if kb is not None:
-        counts, totals = kb.counts.sum(axis=1).tolist(), kb.totals.sum(axis=1).tolist()
-        idle = sum(totals)
-        for dev in devices["device_id"].tolist():
-            if dev != kb.device_id:
-                continue  # no gap on it
-            for i, kind in enumerate(GAP_KINDS):
-                if not counts[i]:
-                    continue
-                total = totals[i]
-                rows.append({"device_id": int(dev), "kind": kind, "count": counts[i],
-                             "total_ns": total,
-                             "share_pct": 100.0 * total / idle if idle else 0.0})
-        return pd.DataFrame(rows, columns=["device_id", "kind", "count", "total_ns",
-                                           "share_pct"])
+    counts, totals = kb.counts.sum(axis=1).tolist(), kb.totals.sum(axis=1).tolist()
+    idle = sum(totals)
+    for dev in devices["device_id"].tolist():
+        if dev != kb.device_id:
+            continue  # no gap on it
+        for i, kind in enumerate(GAP_KINDS):
+            if not counts[i]:
+                continue
+            total = totals[i]
+            rows.append({"device_id": int(dev), "kind": kind, "count": counts[i],
+                         "total_ns": total, "share_pct": 100.0 * total / idle if idle else 0.0})
+    return pd.DataFrame(rows, columns=["device_id", "kind", "count", "total_ns", "share_pct"])
+
+
+def _kind_tables(gaps: pd.DataFrame, devices: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`_by_kind` and :func:`histogram` of ``gaps``, from one pass where it applies."""
+    kb = _kind_bin_sums(gaps)
+    if kb is None:
+        return _by_kind(gaps, devices), histogram(gaps)
+    return _by_kind_of(kb, devices), histogram(gaps, kb)
+
+
+def _by_kind(gaps: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
+    rows = []
     g_dev = gaps["device_id"].to_numpy()
     g_ns = gaps["gap_ns"].to_numpy()
     kinds = gaps["kind"]
