@@ -21,7 +21,7 @@ from cgprof.metrics.coverage import (
     graph_coverage,
     window_positions,
 )
-from cgprof.metrics.gaps import GapResult, gpu_gaps
+from cgprof.metrics.gaps import GapResult, gpu_gaps, window_gaps
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import GRAPH_LAUNCH, api_calls, launch_summary
 from cgprof.metrics.replays import ReplayResult, graph_replays
@@ -150,7 +150,7 @@ def analyze(
     classify_steps(steps, gaps.gaps)  # every step's gaps, however short
     step_gaps = gaps.above(min_gap_ns).gaps
     if window != span:  # the reported figures cover the analysis window only
-        gaps = gpu_gaps(ops, calls, window=window)
+        gaps = window_gaps(gaps, ops, calls, span, window)
     gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
     call_pos = window_positions(calls, steps.call_steps, win_steps)  # once, for every call

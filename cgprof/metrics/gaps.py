@@ -40,6 +40,7 @@ from cgprof.metrics.intervals import (
     group_order,
     match_pairs,
     segment_busy,
+    sort_stable,
     sums_by_code,
     sweep_chunks,
     table_get,
@@ -161,15 +162,130 @@ def gpu_gaps(
 
     del gaps
     devices = _device_table(ops, all_gaps, window, busy)
+    by_kind, hist = _kind_tables(all_gaps, devices)
     result = GapResult(
         devices=devices,
         gaps=all_gaps,
-        by_kind=_by_kind(all_gaps, devices),
-        histogram=histogram(all_gaps),
+        by_kind=by_kind,
+        histogram=hist,
         streams=streams,
         min_gap_ns=0,
     )
     return result.above(min_gap_ns) if min_gap_ns > 0 else result
+
+
+def window_gaps(span: GapResult, ops: pd.DataFrame, calls: pd.DataFrame,
+                span_window: tuple[int, int] | None,
+                window: tuple[int, int] | None) -> GapResult:
+    """``gpu_gaps(ops, calls, window=window)``, derived from ``span`` (``gpu_gaps(ops, calls,
+    window=span_window)``, unfiltered) when ``window`` lies inside ``span_window``.
+
+    The trick: the busy union of the ops clipped to the window is the span's union cut to the
+    window, so the window's inner gaps are the span's inner gaps strictly inside it, with the
+    same ops on either side, hence the same causes; only the window-edge gaps, the busy
+    figures and the stream table are measured again (no second sweep, launch join or sync
+    search). The ops on either side are the same unless clipping ties two of them in the
+    sort: two ops of a device starting at the same time and reaching the window's end, or
+    two starting at or before its start and ending at the same time inside it; then, as
+    for big tables (the chunked path) and any column that is not plain int64, the window
+    is measured from scratch."""
+    derived = _derive_window(span, ops, span_window, window)
+    return derived if derived is not None else gpu_gaps(ops, calls, window=window)
+
+
+def _derive_window(span: GapResult, ops: pd.DataFrame, span_window: tuple[int, int] | None,
+                   window: tuple[int, int] | None) -> GapResult | None:
+    """:func:`window_gaps` from ``span``, or None where it does not apply."""
+    if window is None or span_window is None or span.min_gap_ns:
+        return None
+    w0, w1 = window
+    if not (span_window[0] <= w0 < w1 <= span_window[1]) or not (
+            0 < len(ops) < CHUNKED_MIN_OPS):
+        return None
+    if any(ops[c].dtype != np.int64 for c in _OP_INTS) or ops["in_graph"].dtype != bool:
+        return None
+    g = span.gaps
+    if not len(g) or not isinstance(g["kind"].dtype, pd.CategoricalDtype) or not isinstance(
+            g["next_api"].dtype, pd.CategoricalDtype) or any(
+            g[c].dtype != np.int64 for c in ("device_id", "start_ns", "end_ns", "gap_ns")):
+        return None
+    dev, start, end = (ops[c].to_numpy() for c in ("device_id", "start_ns", "end_ns"))
+    live = (end > start) & (end > w0) & (start < w1)  # the window's ops, as _window_clip
+    if not live.any():
+        return None
+    # Ties that clipping would make (see window_gaps): per device, distinct starts among the
+    # ops reaching the window's end, distinct ends among those clipped at its start.
+    for tie, key in (((start > w0) & (end >= w1), start), ((start <= w0) & (end < w1), end)):
+        rows = np.flatnonzero(live & tie)
+        if len(rows) > 1 and len(np.unique(np.stack([dev[rows], key[rows]]), axis=1)[0]) < len(
+                rows):
+            return None
+    g_start, g_end = g["start_ns"].to_numpy(), g["end_ns"].to_numpy()
+    codes = g["kind"].cat.codes.to_numpy()
+    keep = (g_start > w0) & (g_end < w1) & (codes != GAP_KINDS.index("window_edge"))
+    if not keep.any():
+        return None
+    inner: dict[str, object] = {}
+    for c in GAP_COLUMNS:
+        col = g[c]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            inner[c] = col.array[keep]
+        else:
+            inner[c] = col.array[keep].to_numpy(dtype=np.int64)
+    # The window's busy figures per device: its ops clipped to it, less the inner gaps.
+    w_ops = _window_clip(ops, window)
+    w_start, w_end = w_ops["start_ns"].to_numpy(), w_ops["end_ns"].to_numpy()
+    w_live = w_end > w_start
+    if not w_live.all():
+        w_ops = w_ops[w_live]
+    busy = _window_busy(w_ops, inner)
+    if busy is None:
+        return None
+    streams = _stream_table(w_ops)
+    edges = _edge_gaps(w_ops, window, busy)
+    all_gaps = _merge_sorted(inner, edges)
+    if all_gaps is None:
+        return None
+    devices = _device_table(w_ops, all_gaps, window, busy)
+    by_kind, hist = _kind_tables(all_gaps, devices)
+    return GapResult(devices=devices, gaps=all_gaps, by_kind=by_kind, histogram=hist,
+                     streams=streams, min_gap_ns=0)
+
+
+def _window_busy(w_ops: pd.DataFrame, inner: dict[str, object]) -> pd.DataFrame | None:
+    """Per device of the window's (clipped, live) ops: first start, last end and busy time
+    (span less the inner gaps), the columns :func:`_edge_gaps` and :func:`_device_table`
+    read; None when an inner gap's device has no op."""
+    dev = w_ops["device_id"].to_numpy()
+    start, end = w_ops["start_ns"].to_numpy(), w_ops["end_ns"].to_numpy()
+    lo, hi = int(dev.min()), int(dev.max())
+    g_dev, g_ns = inner["device_id"], inner["gap_ns"]
+    if lo == hi:
+        devs = dev[:1].copy()
+        first, last = start.min(keepdims=True), end.max(keepdims=True)
+        if int(g_dev.min()) != lo or int(g_dev.max()) != lo:
+            return None
+        gaps = np.array([int(g_ns.sum())], dtype=np.int64)
+    else:
+        devs, inv = np.unique(dev, return_inverse=True)
+        first = np.full(len(devs), np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full(len(devs), np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(first, inv, start)
+        np.maximum.at(last, inv, end)
+        at = np.searchsorted(devs, g_dev)
+        if (at >= len(devs)).any() or (devs[np.minimum(at, len(devs) - 1)] != g_dev).any():
+            return None
+        gaps = np.zeros(len(devs), dtype=np.int64)
+        np.add.at(gaps, at, g_ns)
+    return pd.DataFrame({"device_id": devs.astype(np.int64), "first_start_ns": first,
+                         "last_end_ns": last, "busy_ns": last - first - gaps})
+
+
+def _gather(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``a[rows]``; a fill, not a gather, where ``a`` holds one value (one device)."""
+    if len(a) and a[0] == a[-1] and a.min() == a.max():
+        return np.full(len(rows), a[0])
+    return a[rows]
 
 
 def _empty_gaps() -> pd.DataFrame:
@@ -219,10 +335,13 @@ class _Sweep:
         rows = np.flatnonzero(self.gap > 0)
         nxt = rows if self.order is None else self.order[rows]
         prv = self.prev_pos[rows]
-        out = {"device_id": self.dev[rows], "gap_start": self.prev_end[rows],
+        out = {"device_id": _gather(self.dev, rows), "gap_start": self.prev_end[rows],
                "gap_end": self.start[rows]}
         for c in ("stream_id", "pid", "corr_id", "in_graph"):
             a = ops[c].to_numpy()
+            if c == "pid" and len(a) and a.dtype == np.int64 and a.min() == a.max():
+                out[c] = out["prev_" + c] = np.full(len(rows), a[0])  # one process
+                continue
             out[c] = a[nxt]
             out["prev_" + c] = a[prv]
         out["prev_copy"] = _is_copy(ops["kind"], prv)
@@ -707,7 +826,7 @@ def _merge_sorted(gaps: pd.DataFrame | dict[str, object],
             table, gaps = gaps, None
             return pd.DataFrame({c: table.pop(c) for c in GAP_COLUMNS}, copy=False)
         return gaps
-    edges = edges.sort_values(["device_id", "start_ns"], kind="stable")
+    edges = sort_stable(edges, ["device_id", "start_ns"])
     e_dev = edges["device_id"].to_numpy(dtype=np.int64)
     e_start = edges["start_ns"].to_numpy(dtype=np.int64)
     # Stable: an edge goes after the inner gaps with the same (device, start).
@@ -782,11 +901,24 @@ def _sync_returned_in_gap(calls, pids, gap_start, api_start, need) -> np.ndarray
         ends = s_end if every else s_end[mine]
         by_end = np.argsort(ends, kind="quicksort")  # the tie order of sort_values("end_ns")
         ends, starts_by_end = ends[by_end], (s_start if every else s_start[mine])[by_end]
-        idx = np.flatnonzero(need if one else (pids == pid) & need)
+        want = need if one else (pids == pid) & need
+        if one and np.count_nonzero(want) * 4 >= 3 * len(want):
+            # Most gaps: every row at once, masked after (no positions, no gathers of the
+            # gaps' columns); rows not wanted are searched too, and dropped by ``want``.
+            j = np.searchsorted(ends, api_start, "right")
+            ok = want & (j > 0)
+            j -= 1
+            np.maximum(j, 0, out=j)
+            ok &= ends[j] >= gap_start
+            ok &= starts_by_end[j] <= gap_start
+            out |= ok
+            continue
+        idx = np.flatnonzero(want)
         j = np.searchsorted(ends, api_start[idx], "right") - 1
         ok = j >= 0
         jj = np.where(ok, j, 0)
-        ok &= (ends[jj] >= gap_start[idx]) & (starts_by_end[jj] <= gap_start[idx])
+        g0 = gap_start[idx]
+        ok &= (ends[jj] >= g0) & (starts_by_end[jj] <= g0)
         out[idx[ok]] = True
     return out
 
@@ -813,13 +945,24 @@ def _edge_gaps(ops: pd.DataFrame, window: tuple[int, int] | None,
             rows.append((dev, last, w1))
     if not rows:
         return _empty_gaps()
-    df = pd.DataFrame(rows, columns=["device_id", "start_ns", "end_ns"])
-    df["gap_ns"] = df["end_ns"] - df["start_ns"]
-    df["kind"] = pd.Categorical(["window_edge"] * len(df), categories=list(GAP_KINDS))
+    # Column by column, in one frame: assigning each column to a frame cost ~5 ms of pandas
+    # overhead per call, a fifth of a small trace's gap stage.
+    n = len(rows)
+    dev, g_start, g_end = (list(c) for c in zip(*rows, strict=True))
+    g_start = np.array(g_start, dtype=np.int64)
+    g_end = np.array(g_end, dtype=np.int64)
+    data = {
+        "device_id": pd.Series(dev).to_numpy(),  # the dtype a frame of the tuples gives
+        "start_ns": g_start,
+        "end_ns": g_end,
+        "gap_ns": g_end - g_start,
+        "kind": pd.Categorical.from_codes(np.full(n, GAP_KINDS.index("window_edge")),
+                                          categories=list(GAP_KINDS)),
+    }
     for c in ("prev_stream_id", "next_stream_id", "next_pid", "next_corr_id"):
-        df[c] = pd.array([pd.NA] * len(df), dtype="Int64")
-    df["next_api"] = ""
-    return df[GAP_COLUMNS]
+        data[c] = pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+    data["next_api"] = pd.Series([""] * n).array
+    return pd.DataFrame(data, copy=False)
 
 
 def _device_table(ops, gaps, window, busy=None) -> pd.DataFrame:
@@ -853,6 +996,69 @@ def _device_table(ops, gaps, window, busy=None) -> pd.DataFrame:
             "gap_max_ns": int(dg.max()) if len(dg) else None,
         })
     return pd.DataFrame(rows, columns=cols)
+
+
+@dataclass
+class _KindBins:
+    """Gap counts and total ns of one device's gaps per (kind, histogram bin)."""
+
+    device_id: int
+    counts: np.ndarray  # [len(GAP_KINDS), len(HIST_EDGES_US)]
+    totals: np.ndarray
+
+
+def _kind_bin_sums(gaps: pd.DataFrame) -> _KindBins | None:
+    """The figures of :func:`_by_kind` and :func:`histogram` from one pass: the trick is one
+    code per gap, ``kind * bins + bin``, whose counts and exact sums, summed over bins or
+    over kinds, are each table's (a chunk of gaps at a time, as :func:`histogram`). None
+    unless the gaps are of one device, with int64 lengths at or above 0 and a kind each."""
+    if not len(gaps):
+        return None
+    kinds, dev, ns = gaps["kind"], gaps["device_id"], gaps["gap_ns"]
+    if not (isinstance(kinds.dtype, pd.CategoricalDtype) and list(kinds.cat.categories) == list(
+            GAP_KINDS) and dev.dtype.kind in "iu" and ns.dtype == np.int64):
+        return None
+    d, v, codes = dev.to_numpy(), ns.to_numpy(), kinds.cat.codes.to_numpy()
+    if d.min() != d.max() or codes.min() < 0 or v.min() < 0:
+        return None
+    nb = len(HIST_EDGES_US)
+    n = len(GAP_KINDS) * nb
+    counts = np.zeros(n, dtype=np.int64)
+    totals = np.zeros(n, dtype=np.int64)
+    for a in range(0, len(v), _HIST_CHUNK):  # chunk-sized temporaries
+        vc = v[a:a + _HIST_CHUNK]
+        code = codes[a:a + _HIST_CHUNK].astype(np.intp)
+        code *= nb
+        code += _hist_bins(vc)
+        counts += counts_by_code(code, n)
+        totals += sums_by_code(code, vc, n)
+    return _KindBins(int(d[0]), counts.reshape(len(GAP_KINDS), nb),
+                     totals.reshape(len(GAP_KINDS), nb))
+
+
+def _by_kind_of(kb: _KindBins, devices: pd.DataFrame) -> pd.DataFrame:
+    """:func:`_by_kind` from :func:`_kind_bin_sums` of the gaps."""
+    rows = []
+    counts, totals = kb.counts.sum(axis=1).tolist(), kb.totals.sum(axis=1).tolist()
+    idle = sum(totals)
+    for dev in devices["device_id"].tolist():
+        if dev != kb.device_id:
+            continue  # no gap on it
+        for i, kind in enumerate(GAP_KINDS):
+            if not counts[i]:
+                continue
+            total = totals[i]
+            rows.append({"device_id": int(dev), "kind": kind, "count": counts[i],
+                         "total_ns": total, "share_pct": 100.0 * total / idle if idle else 0.0})
+    return pd.DataFrame(rows, columns=["device_id", "kind", "count", "total_ns", "share_pct"])
+
+
+def _kind_tables(gaps: pd.DataFrame, devices: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`_by_kind` and :func:`histogram` of ``gaps``, from one pass where it applies."""
+    kb = _kind_bin_sums(gaps)
+    if kb is None:
+        return _by_kind(gaps, devices), histogram(gaps)
+    return _by_kind_of(kb, devices), histogram(gaps, kb)
 
 
 def _by_kind(gaps: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
@@ -907,30 +1113,49 @@ def _sums_by_code(code: np.ndarray, ns: np.ndarray, n: int) -> tuple[list[int], 
 _HIST_CHUNK = 1 << 20
 
 
-def histogram(gaps: pd.DataFrame) -> pd.DataFrame:
-    """Gap counts and time per microsecond bin (HIST_EDGES_US), per device."""
+#: Bin of each whole microsecond from -1 to the last edge (:func:`_hist_bins`).
+_US_BIN = np.searchsorted(np.array(HIST_EDGES_US), np.arange(-1, HIST_EDGES_US[-1] + 1),
+                          "right").astype(np.int8) - 1
+
+
+def _hist_bins(v: np.ndarray) -> np.ndarray:
+    """``searchsorted(edges_ns, v, "right") - 1`` (int8; -1 below the first edge).
+
+    The trick: every edge is a whole microsecond, so the bin of ``v`` ns is the bin of
+    ``floor(v / 1000)`` us, read from a table of every microsecond up to the last edge (one
+    division, clip and gather per gap, where 13 compares cost twice as much)."""
+    us = v // 1000
+    np.clip(us, -1, HIST_EDGES_US[-1], out=us)
+    us += 1
+    return _US_BIN[us]
+
+
+def histogram(gaps: pd.DataFrame, kb: _KindBins | None = None) -> pd.DataFrame:
+    """Gap counts and time per microsecond bin (HIST_EDGES_US), per device. ``kb``:
+    :func:`_kind_bin_sums` of ``gaps`` (None: counted here)."""
     cols = ["device_id", "bin_lo_us", "bin_hi_us", "count", "total_ns"]
     if gaps.empty:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
-    edges_ns = np.array(HIST_EDGES_US, dtype=np.int64) * 1000
     dev = gaps["device_id"]
-    one = dev.dtype.kind in "iu" and dev.min() == dev.max()  # one device: no grouping
-    groups = [(dev.iloc[0], gaps)] if one else gaps.groupby("device_id", sort=True)
+    if kb is not None:
+        groups = [(kb.device_id, None)]
+    else:
+        one = dev.dtype.kind in "iu" and dev.min() == dev.max()  # one device: no grouping
+        groups = [(dev.iloc[0], gaps)] if one else gaps.groupby("device_id", sort=True)
     rows = []
     for d, g in groups:
-        v = g["gap_ns"].to_numpy(dtype=np.int64)
-        counts = np.zeros(len(HIST_EDGES_US), dtype=np.int64)
-        totals = np.zeros(len(HIST_EDGES_US), dtype=np.int64)
-        for a in range(0, len(v), _HIST_CHUNK):  # chunk-sized temporaries
-            vc = v[a:a + _HIST_CHUNK]
-            # searchsorted(edges_ns, v, "right") - 1 as a count of the edges at or below each
-            # gap: 13 vectorised compares cost half of 13-way binary searches per row
-            b = np.full(len(vc), -1, dtype=np.int8)
-            for e in edges_ns:
-                b += vc >= e
-            c, t = _sums_by_code(b, vc, len(HIST_EDGES_US))
-            counts += c
-            totals += t
+        if kb is not None:
+            counts, totals = kb.counts.sum(axis=0), kb.totals.sum(axis=0)
+        else:
+            v = g["gap_ns"].to_numpy(dtype=np.int64)
+            counts = np.zeros(len(HIST_EDGES_US), dtype=np.int64)
+            totals = np.zeros(len(HIST_EDGES_US), dtype=np.int64)
+            for a in range(0, len(v), _HIST_CHUNK):  # chunk-sized temporaries
+                vc = v[a:a + _HIST_CHUNK]
+                b = _hist_bins(vc)
+                c, t = _sums_by_code(b, vc, len(HIST_EDGES_US))
+                counts += c
+                totals += t
         counts, totals = counts.tolist(), totals.tolist()
         for i, lo in enumerate(HIST_EDGES_US):
             hi = HIST_EDGES_US[i + 1] if i + 1 < len(HIST_EDGES_US) else float("inf")

@@ -193,13 +193,22 @@ def launch_summary(calls: pd.DataFrame, selected: np.ndarray | None = None) -> p
         return _launch_summary_frames(frame.reset_index(drop=True))
     k, width = len(fam_of), len(name_of)
     cap = calls["in_capture"].to_numpy(dtype=bool)
-    code = np.where(counted, fam.astype(np.intp) * 2 + cap, 2 * k)
-    per_code = np.bincount(code, minlength=2 * k + 1)
-    host = sums_by_code(code, calls["dur_ns"].to_numpy(dtype=np.int64), 2 * k + 1)
+    # One code per call, (family, name, captured), in one intp array built in place: its
+    # counts and host sums, summed over the names, are the per-(family, captured) figures
+    # (exact int64 sums of exact sums), and the (family, name) pairs present give the names.
+    n = 2 * k * width
+    code = fam.astype(np.intp)
+    code *= width
+    code += name
+    code *= 2
+    code += cap
+    code[~counted] = n  # not counted: the last code
+    per3 = np.bincount(code, minlength=n + 1)[:n].reshape(k, width, 2)
+    host3 = sums_by_code(code, calls["dur_ns"].to_numpy(dtype=np.int64), n + 1)[:n]
     del code
-    pair = np.where(counted, fam.astype(np.intp) * width + name, k * width)
-    present = np.bincount(pair, minlength=k * width + 1)[:k * width].reshape(k, width) > 0
-    del pair
+    per_code = per3.sum(axis=1).reshape(-1)  # 2 * family + captured
+    host = host3.reshape(k, width, 2).sum(axis=1).reshape(-1)
+    present = per3.sum(axis=2) > 0
     out = []
     for family in FAMILIES:
         at = np.flatnonzero(fam_of == family)
