@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.errors import AnalysisError
-from cgprof.trace import Trace
+from cgprof.trace import GPU_TABLES, Trace, gpu_pids
 
 __all__ = [
     "Rank", "RankResult", "RanksResult", "CrossRank", "OtherProcesses", "split_ranks",
@@ -53,7 +53,7 @@ RANK_MARKER_PREFIX = "rank "
 #: are ``ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)``, ``ncclKernel_...`` and the like.
 COLLECTIVE_TEXT = "nccl"
 
-_GPU_TABLES = ("kernels", "memcpy", "memset", "graph_trace")
+_GPU_TABLES = GPU_TABLES
 _PID_TABLES = ("kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx",
                "threads")
 
@@ -69,16 +69,6 @@ class Rank:
     #: How rank_id was decided: "marker", "device" or "order".
     source: str = "order"
     marker: int | None = None
-
-
-def gpu_pids(trace: Trace) -> list[int]:
-    """Process ids that have GPU rows (kernels, copies, memsets, graph replays), ascending."""
-    pids: set[int] = set()
-    for name in _GPU_TABLES:
-        df = getattr(trace, name)
-        if len(df):
-            pids.update(int(p) for p in pd.unique(df["pid"]))
-    return sorted(pids)
 
 
 @dataclass
