@@ -379,10 +379,8 @@ def prefetch(path: str | os.PathLike[str]) -> None:
                                    [c for c, kind in layout if kind != "rebuilt"])
         elif path.suffix.lower() != ".nsys-rep":
             src = E.open_sqlite_early(path)
-            for table, columns in S.READ_COLUMNS.items():
-                have = [c for c in columns if c in (src.tables.get(table) or ())] if src else []
-                if have:
-                    src.read_ahead(table, have)
+            if src is not None:
+                src.read_ahead_activity()
         if src is not None:
             E.keep_early(path, src)
     except Exception:  # the load reads it again, and says what is wrong

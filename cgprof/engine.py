@@ -181,6 +181,15 @@ class Source:
         thread.start()
         self._ahead[table] = (list(columns), thread, box)
 
+    def read_ahead_activity(self) -> None:
+        """:meth:`read_ahead` the kernel and CUDA API tables' columns cgprof reads
+        (:data:`cgprof.schema.READ_COLUMNS`, those present): the two big tables, side by
+        side."""
+        for table, columns in S.READ_COLUMNS.items():
+            have = [c for c in columns if c in self.tables.get(table, ())]
+            if have:
+                self.read_ahead(table, have)
+
     def _ahead_job(self, table: str, columns: list[str]) -> Any:
         """A function of no argument that reads ``table`` in another thread, or None."""
         return None
@@ -260,10 +269,10 @@ class SqliteSource(Source):
     def _read(self, table: str, columns: list[str]) -> Any:
         import pyarrow as pa
 
-        cols = ", ".join(f'"{c}"' for c in columns)
         con = self._duckdb()
         if con is not None:
             return self._scan(con, table, columns, self._batch_rows(table))
+        cols = ", ".join(f'"{c}"' for c in columns)
         try:
             rows = self.conn.execute(f'SELECT {cols} FROM "{table}"').fetchall()
         except sqlite3.DatabaseError as exc:
@@ -340,13 +349,14 @@ def _early_key(path: Path) -> str:
 
 def keep_early(path: Path, src: Source) -> None:
     """Hold ``src`` (opened for ``path``, reads under way) for :func:`take_early`."""
-    old = _early.pop(_early_key(path), None)
+    key = _early_key(path)
+    old = _early.pop(key, None)
     if old is not None:
         old.close()
-    _early[_early_key(path)] = src
+    _early[key] = src
 
 
-def take_early(path: Path, kind: type[Source] = None) -> Source | None:  # type: ignore[assignment]
+def take_early(path: Path, kind: type[Source] | None = None) -> Source | None:
     """The source opened early for ``path`` (when of class ``kind``), handed over once."""
     if not _early:
         return None

@@ -126,9 +126,10 @@ def tid_of(global_tid: int) -> int:
     return global_tid & ID_MASK
 
 
-#: The nsys columns cgprof reads from the two big tables (those present): what
-#: :func:`cgprof.cache.prefetch` starts reading before the loader (which reads by the specs in
-#: :mod:`cgprof.trace`, the same columns in the same order: a test checks) is imported.
+#: The nsys columns cgprof reads from the two big tables (those present), read ahead by
+#: :meth:`cgprof.engine.Source.read_ahead_activity` (also before the loader is imported, by
+#: :func:`cgprof.cache.prefetch`); the loader's specs in :mod:`cgprof.trace` ask for the same
+#: columns in the same order (a test checks), so their reads take what was read ahead.
 READ_COLUMNS = {
     KERNEL: ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
              "demangledName", "shortName", "graphNodeId", "graphId"],

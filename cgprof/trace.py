@@ -739,9 +739,7 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     say("reading strings")
     strings = _load_strings(src)
     say("reading kernels")
-    for table, spec in ((S.KERNEL, _KERNEL), (S.RUNTIME, _RUNTIME)):
-        if _present(src, table, spec):  # SQLite: both big tables scanned side by side
-            src.read_ahead(table, _present(src, table, spec))
+    src.read_ahead_activity()  # SQLite: both big tables scanned side by side
     kernels = _stored(src, S.KERNEL, lambda: _load_kernels(src, strings))
     _release_arrow(len(kernels))
     say("reading CUDA API calls")
