@@ -136,37 +136,24 @@ def _captured(calls: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _one_pid(pid: pd.Series) -> int | None:
-    """The pid of every row of a plain int64 column when it holds one only (two reductions,
-    no hash of a million rows), else None."""
-    if pid.dtype != np.int64 or not len(pid):
-        return None
-    arr = pid.to_numpy()
-    lo = int(arr.min())
-    return lo if lo == int(arr.max()) else None
-
-
 def _check_gpu_processes(trace: Trace) -> None:
     """GPU rows belong to processes that made CUDA API calls: a kernel, copy or memset is
     launched by a call of its own process. A row whose process made none (a NULL or mangled
     globalPid) would otherwise become a rank of its own with work nobody launched."""
+    from cgprof.trace import distinct_pids  # (trace imports this module)
+
     rt = trace.runtime
     if not len(rt):
         return
-    one = _one_pid(rt["pid"])
-    api_pids = known = None
+    api_pids = distinct_pids(rt["pid"].dropna())
+    known = set(api_pids.tolist())
     for table, df in ((S.KERNEL, trace.kernels), (S.MEMCPY, trace.memcpy),
                       (S.MEMSET, trace.memset), (S.GRAPH_TRACE, trace.graph_trace)):
         if not len(df):
             continue
-        if one is not None and _one_pid(df["pid"]) == one:
-            continue  # one process made the calls and runs all of this table's rows
-        if api_pids is None:
-            api_pids = pd.unique(rt["pid"].dropna())
-            known = set(api_pids.tolist())
-        # Several processes: their few distinct pids settle it (10M kernels: one hash pass,
-        # not a sorted isin, 0.5 -> 0.1 s); the rows are looked at only when one is unknown.
-        present = pd.unique(df["pid"])
+        # The table's few distinct pids settle it (10M kernels, one process: two reductions,
+        # not a sorted isin of every row); the rows are looked at only when one is unknown.
+        present = distinct_pids(df["pid"])
         if not pd.isna(present).any() and known.issuperset(present.tolist()):
             continue
         orphan = ~df["pid"].isin(api_pids).to_numpy(dtype=bool, na_value=False)

@@ -28,7 +28,7 @@ from cgprof.metrics.replays import ReplayResult, graph_replays
 from cgprof.metrics.steps import StepResult, classify_steps, compute_steps
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
 from cgprof.metrics.verdict import Verdict, verdict
-from cgprof.trace import Trace, load
+from cgprof.trace import Trace, distinct_pids, load
 
 __all__ = ["AnalysisResult", "analyze"]
 
@@ -93,15 +93,8 @@ def _window_calls(calls: pd.DataFrame, steps: StepResult,
 
 
 def _processes(pid: pd.Series) -> list[int]:
-    """The distinct pids, ascending: min and max first, as one process is the usual case (no
-    hash of a million rows then)."""
-    if not len(pid):
-        return []
-    if pid.dtype == np.int64:
-        arr = pid.to_numpy()
-        if arr.min() == arr.max():
-            return [int(arr[0])]
-    return sorted(int(p) for p in pd.unique(pid))
+    """The distinct pids, ascending."""
+    return sorted(int(p) for p in distinct_pids(pid))
 
 
 def _take_rows(df: pd.DataFrame, rows: np.ndarray, cols: list[str]) -> pd.DataFrame:
