@@ -226,13 +226,17 @@ def test_trace_dir_detection(tmp_path):
     assert res.output == f"Error: {empty}: holds no nsys tables (parquetdir export expected)\n"
 
 
-def test_text_in_a_number_column_is_one_line(tmp_path):
+@pytest.mark.parametrize(("table", "update"), [
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "streamId = 'seven' WHERE rowid = 3"),
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId = 'x' WHERE rowid = 5"),  # read ahead too
+])
+def test_text_in_a_number_column_is_one_line(table, update, tmp_path):
     src = tmp_path / "t.sqlite"
     shutil.copyfile(TRACES / "mlp_infer_eager.sqlite", src)
     import sqlite3
 
     con = sqlite3.connect(src)
-    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 'seven' WHERE rowid = 3")
+    con.execute(f"UPDATE {table} SET {update}")
     con.commit()
     con.close()
     for extra in ([], ["--no-cache"]):
@@ -240,7 +244,7 @@ def test_text_in_a_number_column_is_one_line(tmp_path):
         assert res.exit_code == 1
         assert res.output.count("\n") == 1 and "Traceback" not in res.output
         assert res.output.startswith(f"Error: {src}: ")
-        assert "CUPTI_ACTIVITY_KIND_KERNEL" in res.output
+        assert table in res.output
 
 
 # --------------------------------------------------------------------------------------
@@ -472,21 +476,6 @@ def test_a_table_read_ahead_is_the_table_read_when_asked():
     finally:
         src.close()
     assert got.equals(plain) and got.column(0).num_chunks == 1
-
-
-def test_text_in_the_table_read_ahead_is_one_line(tmp_path):
-    src = tmp_path / "t.sqlite"
-    shutil.copyfile(TRACES / "mlp_infer_eager.sqlite", src)
-    import sqlite3
-
-    con = sqlite3.connect(src)
-    con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = 'x' WHERE rowid = 5")
-    con.commit()
-    con.close()
-    res = CliRunner().invoke(main, ["analyze", str(src), "--no-cache"])
-    assert res.exit_code == 1
-    assert res.output.count("\n") == 1 and "Traceback" not in res.output
-    assert res.output.startswith(f"Error: {src}: ") and "CUPTI_ACTIVITY_KIND_RUNTIME" in res.output
 
 
 def test_prefetch_columns_are_the_loaders():
