@@ -165,6 +165,31 @@ def test_memory_limit_is_checked(cache_dir):
     assert engine.parse_size("1GB") == 10**9 and engine.parse_size("512MiB") == 512 * 2**20
 
 
+def test_a_run_above_the_memory_limit_says_so_on_stderr(cache_dir, tmp_path):
+    """The cap bounds the SQLite read only: a run that held more says so in one stderr line,
+    and stdout stays pure JSON; a run under its cap, or with none set, says nothing."""
+    path = str(TRACES / "mlp_infer_eager.sqlite")
+    env = {**os.environ, "CGPROF_CACHE": str(cache_dir)}
+    env.pop("CGPROF_MEMORY_LIMIT", None)
+
+    def run(*extra: str, **more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cgprof", "analyze", path, "--json", "-",
+                               *extra], capture_output=True, text=True, timeout=120,
+                              env={**env, **more})
+
+    over = run("--memory-limit", "10MB")
+    assert over.returncode == 0, over.stderr
+    json.loads(over.stdout)
+    note = [line for line in over.stderr.splitlines() if "note:" in line]
+    assert len(note) == 1 and "above --memory-limit 10MB" in note[0]
+    assert "caps the SQLite read only" in note[0]
+    by_env = run(CGPROF_MEMORY_LIMIT="10MB")
+    assert "above CGPROF_MEMORY_LIMIT 10MB" in by_env.stderr
+    for quiet in (run("--memory-limit", "100GB"), run()):
+        assert quiet.returncode == 0 and "note:" not in quiet.stderr
+        json.loads(quiet.stdout)
+
+
 @pytest.mark.parametrize("value", ["0", "x"])
 def test_bad_thread_count_is_one_line(value, monkeypatch):
     monkeypatch.setenv("CGPROF_THREADS", value)

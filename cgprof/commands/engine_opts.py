@@ -47,13 +47,45 @@ def engine_settings(no_cache: bool, memory_limit: str | None) -> Iterator[None]:
                 os.environ[k] = v
 
 
+def peak_rss() -> int | None:
+    """The most memory this process, or any process it waited for (the --ranks workers),
+    held at once: bytes, or None where the platform does not say."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    import sys
+
+    unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    return unit * max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+
+
+def _note_over_cap(cap: str, source: str) -> None:
+    """One line on stderr when the command held more memory than the cap the user set: the cap
+    bounds the SQLite read, not the analysis after it, and a user who asked for 1GB should not
+    believe the run kept to it (stdout stays the report's, or the JSON's)."""
+    from cgprof.engine import parse_size
+
+    peak = peak_rss()
+    if peak is None or peak <= parse_size(cap):
+        return
+    click.echo(f"cgprof: note: this run held {peak / 1e9:.2f} GB at its peak, above "
+               f"{source} {cap}, which caps the SQLite read only: the analysis after the "
+               f"read is not capped (docs/engine.md)", err=True)
+
+
 def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--no-cache`` and ``--memory-limit SIZE`` to a command."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, no_cache: bool, memory_limit: str | None, **kwargs: Any) -> Any:
         with engine_settings(no_cache, memory_limit):
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            cap = os.environ.get("CGPROF_MEMORY_LIMIT", "").strip()
+        if cap:
+            _note_over_cap(cap, "--memory-limit" if memory_limit else "CGPROF_MEMORY_LIMIT")
+        return out
 
     wrapper = click.option(
         "--memory-limit", metavar="SIZE", callback=_check_size,
