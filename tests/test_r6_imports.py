@@ -101,3 +101,46 @@ def test_a_one_command_analyze_starts_openblas_on_one_thread(tmp_path):
         if found is None or found.group(1) == "None":
             pytest.skip("this numpy's BLAS does not say its thread count")
         assert found.group(1) == "1"
+
+
+_MALLINFO = (
+    "import ctypes, sys\n"
+    "import cgprof.commands as C\n"
+    "class MI(ctypes.Structure):\n"
+    "    _fields_ = [(n, ctypes.c_size_t) for n in ('arena', 'ordblks', 'smblks', 'hblks',"
+    " 'hblkhd', 'usmblks', 'fsmblks', 'uordblks', 'fordblks', 'keepcost')]\n"
+    "libc = ctypes.CDLL('libc.so.6')\n"
+    "libc.mallinfo2.restype = MI\n"
+    "def mapped(size):\n"
+    "    before = libc.mallinfo2().hblks\n"
+    "    block = bytearray(size)\n"
+    "    n = libc.mallinfo2().hblks - before\n"
+    "    del block\n"
+    "    return n\n"
+    "C.ONE_SHOT = sys.argv[1] == 'one-shot'\n"
+    "with C.heavy_imports():\n"
+    "    pass\n"
+    "print(mapped(16 << 20), mapped(64 << 20))\n"
+)
+
+
+def test_a_one_command_process_keeps_medium_blocks_in_the_heap():
+    """In a one-command process glibc serves blocks up to 32 MiB from its heap (reused from
+    stage to stage, no fresh page faults); above that, and in other processes, as before."""
+    import ctypes
+
+    import pytest
+
+    try:
+        ctypes.CDLL("libc.so.6").mallinfo2  # noqa: B018
+    except (OSError, AttributeError):
+        pytest.skip("not glibc >= 2.33")
+    out = {}
+    for mode in ("one-shot", "library"):
+        proc = subprocess.run([sys.executable, "-c", _MALLINFO, mode], capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                              timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        out[mode] = proc.stdout.split()
+    assert out["library"] == ["1", "1"]  # glibc's default: a first 16 MiB block is mapped
+    assert out["one-shot"] == ["0", "1"]

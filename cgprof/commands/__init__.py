@@ -37,11 +37,13 @@ def heavy_imports() -> Iterator[None]:
       loads, unless the user set it; child processes do not inherit it): by default it
       starts a thread per core at import (~0.05 s on 2 cores, more on a big GPU host), and
       cgprof makes no BLAS call big enough to use them (one 2-column least-squares fit).
+    * with glibc's malloc set to keep freed memory for reuse (:func:`_keep_freed_memory`).
     """
     if not ONE_SHOT or not gc.isenabled():
         yield
         return
     blas = "numpy" not in sys.modules and "OPENBLAS_NUM_THREADS" not in os.environ
+    _keep_freed_memory()
     if blas:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
     gc.disable()
@@ -53,6 +55,39 @@ def heavy_imports() -> Iterator[None]:
         gc.freeze()
         gc.enable()
         _FROZEN[0] = True
+
+
+#: glibc ``mallopt`` parameters (malloc.h).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: Blocks up to glibc's own largest automatic mmap threshold come from the heap...
+_MMAP_THRESHOLD = 32 << 20
+#: ... and the heap keeps up to this much freed memory at its top.
+_TRIM_THRESHOLD = 1 << 30
+
+
+def _keep_freed_memory() -> None:
+    """Have glibc's malloc keep the memory the analysis frees, for its next stage to reuse.
+
+    By default glibc starts by mapping every block above 128 KiB on its own, unmapped when
+    freed, and hands the heap's free top back above 128 KiB; the analysis allocates and frees
+    column-sized temporaries stage after stage, so each one faults fresh zeroed pages in. With
+    blocks up to 32 MiB (what glibc's threshold grows to by itself, later) from the heap and
+    1 GiB of freed heap kept, they are reused: a cached 1M-kernel analysis takes 60k -> 40k
+    page faults on the H200 host and ~0.07 s less (12 interleaved runs, mean 1.37 -> 1.30 s),
+    at ~30 MB more peak RSS; blocks above 32 MiB (a 10M-row trace's columns) are mapped as
+    before, and its load still trims between tables (:func:`cgprof.engine.release_memory`).
+    Only in a one-command process, which gives all its memory back at exit a moment later;
+    glibc only (a no-op elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+    mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
 
 
 def exit_now(code: int) -> None:
