@@ -127,3 +127,44 @@ def test_thread_names_fast_path_is_the_pandas_frame():
         src.close()
     assert len(got) > 1
     pd.testing.assert_frame_equal(got, want)
+
+
+def _all_traces():
+    from conftest import REPO
+
+    return sorted((REPO / "traces").glob("*.sqlite"))
+
+
+def test_summaries_beside_the_metrics_equal_those_after_them(monkeypatch):
+    """The per-name summaries computed in a thread beside the other metrics (traces up to
+    ASIDE_MAX_ROWS rows) give the same JSON as computed after them, on every shipped trace."""
+    import cgprof.metrics as M
+    from cgprof.report import json_report
+    from cgprof.trace import load
+
+    for path in _all_traces():
+        trace = load(path, cache=False)
+        if len({int(p) for p in trace.kernels["pid"]}) > 1:
+            continue  # several ranks: cgprof.ranks analyses each
+        assert M._aside_ok(trace)
+        aside = json_report.render([M.analyze(trace)])
+        monkeypatch.setattr(M, "ASIDE_MAX_ROWS", -1)
+        assert not M._aside_ok(trace)
+        assert json_report.render([M.analyze(trace)]) == aside, path.name
+        monkeypatch.undo()
+
+
+def test_an_error_in_the_summaries_thread_reaches_the_caller(monkeypatch):
+    import pytest
+
+    import cgprof.metrics as M
+    from cgprof.trace import load
+
+    def broken(trace):
+        raise ValueError("summaries broke")
+
+    monkeypatch.setattr(M, "kernel_summary", broken)
+    trace = load(_all_traces()[0], cache=False)
+    assert M._aside_ok(trace)
+    with pytest.raises(ValueError, match="summaries broke"):
+        M.analyze(trace)
