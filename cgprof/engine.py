@@ -146,10 +146,13 @@ class Source:
         self.spool: Any = None
         #: reads asked for early (:meth:`read_ahead`): table -> (columns, thread, result box)
         self._ahead: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
+        #: tables read so far (not read ahead again)
+        self._read_tables: set[str] = set()
 
     def read(self, table: str, columns: list[str]) -> Any:
         """The named columns of ``table`` (all of them must exist) as a pyarrow.Table."""
         _cap_arrow_threads()
+        self._read_tables.add(table)
         tbl = self._take_ahead(table, columns)
         if tbl is None:
             tbl = self._read(table, columns)
@@ -170,7 +173,7 @@ class Source:
         """
         import threading
 
-        if table in self._ahead:
+        if table in self._ahead or table in self._read_tables:
             return
         job = self._ahead_job(table, list(columns))
         if job is None:
@@ -182,9 +185,9 @@ class Source:
         self._ahead[table] = (list(columns), thread, box)
 
     def read_ahead_activity(self) -> None:
-        """:meth:`read_ahead` the kernel and CUDA API tables' columns cgprof reads
-        (:data:`cgprof.schema.READ_COLUMNS`, those present): the two big tables, side by
-        side."""
+        """:meth:`read_ahead` the columns the loader reads (:data:`cgprof.schema.READ_COLUMNS`,
+        those present): the kernel and CUDA API tables side by side, and the small tables
+        beside them, each in its own thread."""
         for table, columns in S.READ_COLUMNS.items():
             have = [c for c in columns if c in self.tables.get(table, ())]
             if have:
@@ -251,7 +254,9 @@ class SqliteSource(Source):
 
     def _ahead_job(self, table: str, columns: list[str]) -> Any:
         """A scan on its own DuckDB cursor (10M kernels + 10M API calls: the two tables are
-        scanned side by side, and while the kernels' frame is built)."""
+        scanned side by side, and while the kernels' frame is built). The connection is
+        opened here, in the caller's thread: importing duckdb is most of it (~0.08 s), and
+        holds the GIL wherever it runs."""
         if self._duckdb() is None:
             return None
         cur = self._duck.cursor()

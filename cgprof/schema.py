@@ -126,12 +126,45 @@ def tid_of(global_tid: int) -> int:
     return global_tid & ID_MASK
 
 
-#: The nsys columns cgprof reads from the two big tables (those present), read ahead by
-#: :meth:`cgprof.engine.Source.read_ahead_activity` (also before the loader is imported, by
-#: :func:`cgprof.cache.prefetch`); the loader's specs in :mod:`cgprof.trace` ask for the same
-#: columns in the same order (a test checks), so their reads take what was read ahead.
-READ_COLUMNS = {
-    KERNEL: ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
-             "demangledName", "shortName", "graphNodeId", "graphId"],
-    RUNTIME: ["start", "end", "eventClass", "globalTid", "correlationId", "nameId"],
+#: How the loader (:mod:`cgprof.trace`) reads a table column by column: (nsys column, Trace
+#: frame column, "int": NOT NULL in nsys, a NULL is damage | "null": nullable, read as
+#: missing). Here, without pandas, so that the columns can be read ahead before the loader
+#: is imported (:func:`cgprof.cache.prefetch`).
+Spec = list[tuple[str, str, str]]
+
+BASE_SPEC: Spec = [("start", "start_ns", "int"), ("end", "end_ns", "int"),
+                   ("deviceId", "device_id", "int"), ("streamId", "stream_id", "int"),
+                   ("correlationId", "corr_id", "int"), ("globalPid", "global_pid", "int")]
+KERNEL_SPEC: Spec = BASE_SPEC + [
+    ("demangledName", "name_id", "null"), ("shortName", "short_id", "null"),
+    ("graphNodeId", "graph_node_id", "null"), ("graphId", "graph_id", "null")]
+RUNTIME_SPEC: Spec = [("start", "start_ns", "int"), ("end", "end_ns", "int"),
+                      ("eventClass", "event_class", "int"), ("globalTid", "global_tid", "int"),
+                      ("correlationId", "corr_id", "int"), ("nameId", "name_id", "null")]
+#: The GPU-side tables besides the kernels: memory copies, memsets, syncs, graph replays.
+GPU_OP_SPECS: dict[str, Spec] = {
+    MEMCPY: BASE_SPEC + [("bytes", "bytes", "int"), ("copyKind", "copy_kind", "int"),
+                         ("graphNodeId", "graph_node_id", "null")],
+    MEMSET: BASE_SPEC + [("bytes", "bytes", "int"), ("graphNodeId", "graph_node_id", "null")],
+    SYNC: BASE_SPEC + [("syncType", "sync_type", "null")],
+    GRAPH_TRACE: BASE_SPEC + [("graphId", "graph_id", "null"),
+                              ("graphExecId", "graph_exec_id", "null")],
+}
+#: NVTX_EVENTS: (nsys column, frame column, value when the column is missing).
+NVTX_COLS: list[tuple[str, str, object]] = [
+    ("start", "start_ns", None), ("end", "end_ns", None), ("eventType", "event_type", 0),
+    ("rangeId", "range_id", None), ("text", "text", None), ("textId", "text_id", None),
+    ("globalTid", "global_tid", 0), ("endGlobalTid", "end_global_tid", None),
+    ("domainId", "domain_id", 0), ("int64Value", "i64", None), ("uint64Value", "u64", None),
+    ("int32Value", "i32", None), ("uint32Value", "u32", None)]
+
+#: The nsys columns the loader reads of each table (those present, in this order), read
+#: ahead by :meth:`cgprof.engine.Source.read_ahead_activity`: the two big tables first, then
+#: the small ones, each in its own thread, so that the loader's reads take them finished.
+READ_COLUMNS: dict[str, list[str]] = {
+    KERNEL: [c for c, _, _ in KERNEL_SPEC],
+    RUNTIME: [c for c, _, _ in RUNTIME_SPEC],
+    STRING_IDS: ["id", "value"],
+    **{table: [c for c, _, _ in spec] for table, spec in GPU_OP_SPECS.items()},
+    NVTX: [c for c, _, _ in NVTX_COLS],
 }

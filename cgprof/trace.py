@@ -178,7 +178,7 @@ def _graph_mode_from_meta(meta: dict[str, str]) -> str | None:
 
 #: Column kinds in a read spec: "int" (NULL or a missing column -> 0) or "null" (nullable
 #: Int64: NULL or a missing column -> <NA>), or an int default for a missing column.
-Spec = list[tuple[str, str, str]]
+Spec = S.Spec
 
 
 def _arrow_ints(col: Any, path: Path, table: str, name: str) -> tuple[np.ndarray, Any]:
@@ -378,14 +378,7 @@ def _tid_from_global(series: pd.Series) -> pd.Series:
     return pd.Series(values & S.ID_MASK, index=series.index, dtype="int64", copy=False)
 
 
-_BASE: Spec = [("start", "start_ns", "int"), ("end", "end_ns", "int"),
-               ("deviceId", "device_id", "int"), ("streamId", "stream_id", "int"),
-               ("correlationId", "corr_id", "int"), ("globalPid", "global_pid", "int")]
-
-
-_KERNEL: Spec = _BASE + [
-    ("demangledName", "name_id", "null"), ("shortName", "short_id", "null"),
-    ("graphNodeId", "graph_node_id", "null"), ("graphId", "graph_id", "null")]
+_KERNEL = S.KERNEL_SPEC
 
 
 def _load_kernels(src: E.Source, strings: pd.Series) -> pd.DataFrame:
@@ -402,9 +395,7 @@ def _load_kernels(src: E.Source, strings: pd.Series) -> pd.DataFrame:
     return _sort(df, ["start_ns", "end_ns"])
 
 
-_RUNTIME: Spec = [("start", "start_ns", "int"), ("end", "end_ns", "int"),
-                  ("eventClass", "event_class", "int"), ("globalTid", "global_tid", "int"),
-                  ("correlationId", "corr_id", "int"), ("nameId", "name_id", "null")]
+_RUNTIME = S.RUNTIME_SPEC
 
 
 def _load_runtime(src: E.Source, strings: pd.Series) -> pd.DataFrame:
@@ -426,9 +417,10 @@ def _load_runtime(src: E.Source, strings: pd.Series) -> pd.DataFrame:
     return _sort(df, ["start_ns", "end_ns"])
 
 
-def _load_gpu_ops(src: E.Source, table: str, extra: Spec) -> pd.DataFrame:
-    """Memcpy / memset / sync / graph-trace rows: start, end, device, stream, pid, corr + extra."""
-    df = _int_frame(src, table, _BASE + extra)
+def _load_gpu_ops(src: E.Source, table: str) -> pd.DataFrame:
+    """Memcpy / memset / sync / graph-trace rows: start, end, device, stream, pid, corr and
+    the table's own columns (:data:`cgprof.schema.GPU_OP_SPECS`)."""
+    df = _int_frame(src, table, S.GPU_OP_SPECS[table])
     df["pid"] = _pid_from_global(df["global_pid"])
     df = df.drop(columns=["global_pid"])
     _durations(df)
@@ -462,13 +454,7 @@ def _nvtx_ints(col: Any) -> object:
     return col.to_numpy()
 
 
-_NVTX_COLS = [("start", "start_ns", None), ("end", "end_ns", None),
-              ("eventType", "event_type", 0), ("rangeId", "range_id", None),
-              ("text", "text", None), ("textId", "text_id", None),
-              ("globalTid", "global_tid", 0), ("endGlobalTid", "end_global_tid", None),
-              ("domainId", "domain_id", 0), ("int64Value", "i64", None),
-              ("uint64Value", "u64", None), ("int32Value", "i32", None),
-              ("uint32Value", "u32", None)]
+_NVTX_COLS = S.NVTX_COLS
 
 
 def _load_nvtx(src: E.Source, strings: pd.Series) -> pd.DataFrame:
@@ -745,26 +731,20 @@ def _rebuild(table: str, df: pd.DataFrame) -> dict[str, Any]:
 
 
 def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
+    src.read_ahead_activity()  # every table cgprof reads, each in a thread (none twice)
     meta_kv = _read_meta(src)
     say("reading strings")
     strings = _load_strings(src)
     say("reading kernels")
-    src.read_ahead_activity()  # SQLite: both big tables scanned side by side
     kernels = _stored(src, S.KERNEL, lambda: _load_kernels(src, strings))
     _release_arrow(len(kernels))
     say("reading CUDA API calls")
     runtime = _stored(src, S.RUNTIME, lambda: _load_runtime(src, strings))
     _release_arrow(len(kernels) + len(runtime))
     say("reading memory copies, syncs, graph replays")
-    memcpy = _stored(src, S.MEMCPY, lambda: _load_gpu_ops(src, S.MEMCPY, [
-        ("bytes", "bytes", "int"), ("copyKind", "copy_kind", "int"),
-        ("graphNodeId", "graph_node_id", "null")]))
-    memset = _stored(src, S.MEMSET, lambda: _load_gpu_ops(src, S.MEMSET, [
-        ("bytes", "bytes", "int"), ("graphNodeId", "graph_node_id", "null")]))
-    sync = _stored(src, S.SYNC, lambda: _load_gpu_ops(
-        src, S.SYNC, [("syncType", "sync_type", "null")]))
-    graph_trace = _stored(src, S.GRAPH_TRACE, lambda: _load_gpu_ops(src, S.GRAPH_TRACE, [
-        ("graphId", "graph_id", "null"), ("graphExecId", "graph_exec_id", "null")]))
+    memcpy, memset, sync, graph_trace = (
+        _stored(src, table, lambda table=table: _load_gpu_ops(src, table))
+        for table in (S.MEMCPY, S.MEMSET, S.SYNC, S.GRAPH_TRACE))
     say("reading NVTX ranges")
     nvtx = _stored(src, S.NVTX, lambda: _load_nvtx(src, strings))
     gpus = _load_gpus(src)

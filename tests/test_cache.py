@@ -503,11 +503,41 @@ def test_a_table_read_ahead_is_the_table_read_when_asked():
     assert got.equals(plain) and got.column(0).num_chunks == 1
 
 
-def test_prefetch_columns_are_the_loaders():
+@pytest.mark.parametrize("name", ["mlp_train_graph_graphtrace.sqlite",
+                                  "resnet18_train_eager.sqlite", "mlp_serve_graph.sqlite"])
+def test_the_loader_takes_every_table_read_ahead(name, monkeypatch):
+    """Every table of schema.READ_COLUMNS is read ahead in a thread with the columns the loader
+    asks for: the loader reads none of them itself, reads each once, and leaves none behind."""
     from cgprof import schema as S
 
-    assert S.READ_COLUMNS[S.KERNEL] == [c for c, _, _ in T._KERNEL]
-    assert S.READ_COLUMNS[S.RUNTIME] == [c for c, _, _ in T._RUNTIME]
+    asked: list[tuple[str, list[str]]] = []
+    plain: list[str] = []
+    real_read, real_plain = engine.Source.read, engine.SqliteSource._read
+
+    def read(self, table, columns):
+        asked.append((table, list(columns)))
+        return real_read(self, table, columns)
+
+    def plain_read(self, table, columns):
+        plain.append(table)
+        return real_plain(self, table, columns)
+
+    monkeypatch.setattr(engine.Source, "read", read)
+    monkeypatch.setattr(engine.SqliteSource, "_read", plain_read)
+    left: list[str] = []
+    real_close = engine.SqliteSource.close
+
+    def close(self):
+        left.extend(self._ahead)
+        real_close(self)
+
+    monkeypatch.setattr(engine.SqliteSource, "close", close)
+    T.load(TRACES / name, cache=False)
+    ahead = [t for t, _ in asked if t in S.READ_COLUMNS]
+    assert ahead and len(ahead) == len(set(ahead))
+    assert S.KERNEL in ahead and S.RUNTIME in ahead and S.NVTX in ahead
+    assert not set(plain) & set(S.READ_COLUMNS), plain
+    assert left == []
 
 
 @pytest.mark.parametrize("cached", [False, True])
@@ -522,7 +552,13 @@ def test_a_prefetched_trace_loads_the_same_and_is_taken_once(cached, cache_dir, 
     cache.prefetch(src)
     early = engine._early[str(src.resolve())]
     assert isinstance(early, cache.CachedSource if cached else engine.SqliteSource)
-    assert len(early._ahead) == 2  # kernels and API calls under way
+    from cgprof import schema as S
+
+    if cached:  # the stored frames of the kernels and API calls under way
+        assert len(early._ahead) == 2
+    else:  # every table the loader reads, each in its thread
+        assert set(early._ahead) == {t for t in S.READ_COLUMNS if t in early.tables}
+        assert len(early._ahead) >= 5
     got = T.load(src)
     assert not engine._early and not early._ahead  # taken by the load, reads consumed
     _same_trace(plain, got)
