@@ -3,6 +3,7 @@
 stage printed on stderr as it starts: wall seconds since this process started and CPU seconds.
 
     python3 scripts/cli_stages.py TRACE [cgprof analyze options]   # e.g. --json out.json
+    python3 scripts/cli_stages.py --engine TRACE ...   # also when each table read starts/ends
 
 Unlike profile_stages.py (best of N runs in one process, imports timed once), this is the
 first and only analysis of its process, so it shows what a user's run pays: imports, page
@@ -23,8 +24,39 @@ def _stamp(what: str) -> None:
                      f"{what}\n")
 
 
+def _watch_engine() -> None:
+    """Stamp the start and end of every table read (SQLite through DuckDB, Parquet/Arrow) and
+    of DuckDB's connection set-up, from whichever thread runs them."""
+    import threading
+
+    from cgprof import engine
+
+    def wrap(owner: object, name: str, label) -> None:
+        import inspect
+
+        real = getattr(owner, name)
+        static = isinstance(inspect.getattr_static(owner, name), staticmethod)
+
+        def watched(*args, **kwargs):
+            what = f"{label(args)} [{threading.current_thread().name}]"
+            _stamp(f"  start {what}")
+            try:
+                return real(*args, **kwargs)
+            finally:
+                _stamp(f"  end   {what}")
+
+        setattr(owner, name, staticmethod(watched) if static else watched)
+
+    wrap(engine, "_duckdb_sqlite", lambda a: "DuckDB connection + ATTACH")
+    wrap(engine.SqliteSource, "_scan", lambda a: f"SQLite scan {a[1]}")
+    wrap(engine.DirSource, "_read", lambda a: f"file read {a[1]}")
+
+
 def main() -> None:
     _stamp("python started")
+    if sys.argv[1:2] == ["--engine"]:
+        del sys.argv[1]
+        _watch_engine()
     import cgprof.commands.analyze as analyze_cmd
     from cgprof.cli import main as cli_main
 
