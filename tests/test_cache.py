@@ -18,6 +18,7 @@ from conftest import REPO
 
 import cgprof
 from cgprof import cache, engine
+from cgprof import schema as S_
 from cgprof import trace as T
 from cgprof.cli import main
 from cgprof.report import json_report
@@ -197,12 +198,26 @@ def test_bad_thread_count_is_one_line(value, monkeypatch):
         engine.threads()
 
 
-def test_one_thread_gives_the_same_figures(cache_dir, monkeypatch):
-    path = TRACES / "resnet18_train_eager.sqlite"
-    many = json_report.render([cgprof.analyze(T.load(path, cache=False))])
-    monkeypatch.setenv("CGPROF_THREADS", "1")
-    assert engine.threads() == 1
-    assert json_report.render([cgprof.analyze(T.load(path, cache=False))]) == many
+@pytest.mark.parametrize("name", ["resnet18_train_eager.sqlite", "mlp_train_graph.sqlite",
+                                  "mlp_train_graph_graphtrace.sqlite", "compile_train_step.sqlite"])
+def test_the_thread_count_gives_the_same_figures(name, cache_dir, monkeypatch):
+    """1 thread (a plain scan), 4 (SQLite read ORDER BY rowid, turned into Arrow by every
+    thread): the same tables, each column one chunk, and the same analysis."""
+    path = TRACES / name
+    docs, tables = [], []
+    for n in ("1", str(engine.SORTED_SCAN_THREADS)):
+        monkeypatch.setenv("CGPROF_THREADS", n)
+        assert engine.threads() == int(n)
+        src = T.open_source(path)
+        try:
+            tbl = src.read(S_.KERNEL, ["start", "end", "correlationId", "graphNodeId"])
+        finally:
+            src.close()
+        assert all(c.num_chunks == 1 for c in tbl.columns)
+        tables.append(tbl)
+        docs.append(json_report.render([cgprof.analyze(T.load(path, cache=False))]))
+    assert tables[0].equals(tables[1])
+    assert docs[0] == docs[1]
 
 
 def test_sqlite3_fallback_reads_the_same(monkeypatch):
