@@ -109,6 +109,44 @@ def distinct_pids(pid: pd.Series) -> Any:
     return pd.unique(pid)
 
 
+def constant_value(a: np.ndarray) -> Any:
+    """The one value every element of the 1-D integer array ``a`` holds (a numpy scalar of
+    its dtype), else None (also for an empty array). The first and last elements are
+    compared first, so a column that varies (times, ids) costs nothing more."""
+    if a.ndim != 1 or not len(a) or a.dtype.kind not in "iu" or a[0] != a[-1]:
+        return None
+    return a[0] if a.min() == a.max() else None
+
+
+def constant_view(a: np.ndarray) -> np.ndarray:
+    """``a``, or when it holds one value, a read-only view of that value repeated (stride 0):
+    the same dtype, length and values in 8 bytes, not 8 per row. One process on one GPU (a
+    rank of a multi-process trace is analysed alone) makes pid, device and event-class
+    columns constant: 10M kernels + 10M API calls hold four such int64 columns (320 MB) in
+    the trace and more in the GPU ops, step and gap tables. Readers that gather, compare or
+    reduce see an ordinary array; a write into it raises, as one into a cached trace's
+    columns (numpy views of Arrow buffers) always did."""
+    v = constant_value(a)
+    if v is None or a.strides == (0,):
+        return a
+    return np.broadcast_to(np.array(v, dtype=a.dtype), a.shape)
+
+
+def share_constants(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with each plain integer column that holds one value as a :func:`constant_view`
+    (same dtypes, values and index; columns replaced, rows not copied)."""
+    if len(df) < 2:
+        return df
+    for c in df.columns:
+        col = df[c]
+        if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iu":
+            arr = col.to_numpy()
+            view = constant_view(arr)
+            if view is not arr:
+                df[c] = pd.Series(view, index=df.index, copy=False)
+    return df
+
+
 def gpu_pids(trace: Trace) -> list[int]:
     """Process ids that have GPU rows (kernels, copies, memsets, graph replays), ascending:
     more than one, and ``cgprof analyze`` reads the trace rank by rank (cgprof.ranks)."""
@@ -769,6 +807,8 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     nvtx = _stored(src, S.NVTX, lambda: _load_nvtx(src, strings))
     gpus = _load_gpus(src)
     threads = _load_threads(src, strings)
+    kernels, runtime, memcpy, memset, sync, graph_trace = (share_constants(df) for df in (
+        kernels, runtime, memcpy, memset, sync, graph_trace))
     _release_arrow(len(kernels) + len(runtime))
 
     mode = _graph_mode_from_meta(meta_kv)

@@ -512,7 +512,7 @@ class _Chunked:
             # (np.empty's pages), and the table is views of their first rows.
             devs = dev[:1].copy()
             lead = np.array([window is not None and int(start[0]) > w0])  # start[0]: the min
-            out = _GapColumns(len(start) + 1, cats)
+            out = _GapColumns(len(start) + 1, cats, device=int(devs[0]))
             busy = self._fill(out, None, devs, start, end, lead.astype(np.int64))
         else:
             coded = _dense_code([dev])
@@ -537,7 +537,8 @@ class _Chunked:
         edge = np.zeros(n, dtype=bool)
         for i, d in enumerate(devs.tolist()):
             lo = int(base[i]) - int(lead[i])
-            out.dev[lo:lo + int(size[i])] = d
+            if out.dev.flags.writeable:  # else the one device's constant column
+                out.dev[lo:lo + int(size[i])] = d
             if lead[i]:
                 out.edge(lo, w0, int(first[i]))
                 edge[lo] = True
@@ -635,9 +636,11 @@ class _SyncEnds:
 class _GapColumns:
     """The gap table's columns at their final length, filled in place by :class:`_Chunked`."""
 
-    def __init__(self, n: int, api_categories: list[str]):
+    def __init__(self, n: int, api_categories: list[str], device: int | None = None):
         self.api_categories = api_categories
         self.dev, self.start, self.end, self.gap = (np.empty(n, dtype=np.int64) for _ in range(4))
+        if device is not None:  # one GPU: its id as a trace.constant_view (10M gaps: 80 MB)
+            self.dev = np.broadcast_to(np.array(device, dtype=np.int64), (n,))
         self.prev_stream, self.next_stream, self.next_pid, self.next_corr = (
             np.empty(n, dtype=np.int64) for _ in range(4))
         self.kind = np.empty(n, dtype=np.int8)
