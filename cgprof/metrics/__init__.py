@@ -125,18 +125,26 @@ def analyze(
     # 20.1 -> 15.5 s wall) for 13 MB less peak RSS; the load still trims after each big table.
     say = say_
 
+    # The whole-trace summaries first, while only the trace is in memory: their per-name
+    # temporaries (10M kernels: ~0.24 GB each) never sit beside the analysis's tables.
+    say("summarising")
+    summaries = {"api_summary": api_summary(trace), "kernel_summary": kernel_summary(trace)}
+    ranges = nvtx_ranges(trace)
+    summaries["nvtx_summary"] = nvtx_summary(trace, ranges)
     say("classifying API calls")
     calls = api_calls(trace)
     ops = gpu_ops(trace)
     say("cutting steps")
     steps = compute_steps(trace, calls, ops, step=step, skip=skip)
-    # The replays before the gaps: the GPU ops table (10M kernels: 0.5 GB) is freed once the
-    # gaps are measured, and the replays' temporaries never sit beside the gap table (10M
-    # cached, with the constant columns: peak RSS 3.55 -> 3.02 GB). The window's step
-    # numbers are known before classify_steps; its per-step figures are read after it
-    # (win_steps below).
+    # The replays and the coverage before the gaps: the GPU ops table (10M kernels: 0.35 GB)
+    # is freed once the gaps are measured, and the replays' and coverage's temporaries never
+    # sit beside the gap table (10M cached, with the constant columns: peak RSS 3.55 -> x
+    # GB). The window's steps are known before classify_steps; the coverage reads none of
+    # the two columns it fills (dropped from its copy, so that a read would fail), the
+    # verdict reads them (win_steps below).
     say("measuring graph replays")
-    call_pos = window_positions(calls, steps.call_steps, steps.window_steps())  # every call's
+    early_steps = steps.window_steps().drop(columns=["launch_wait_ns", "launch_bound"])
+    call_pos = window_positions(calls, steps.call_steps, early_steps)  # every call's
     in_window, replay_calls = _window_calls(calls, steps, call_pos)
     launch_table = launch_summary(calls, in_window)
     del in_window
@@ -145,6 +153,8 @@ def analyze(
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
     replays = graph_replays(ops, replay_calls, node_level=node_level)
     del replay_calls
+    coverage = graph_coverage(early_steps, trace.kernels, calls, steps.call_steps, launches)
+    del early_steps
     say("measuring GPU gaps")
     all_steps = steps.steps
     span = None
@@ -154,20 +164,19 @@ def analyze(
                 max(int(all_steps["end_ns"].max()), int(gpu_end.max()) if len(gpu_end) else 0))
     window = steps.window()
     min_gap_ns = int(round(min_gap_us * 1000))
-    gaps = gpu_gaps(ops, calls, window=span)
-    classify_steps(steps, gaps.gaps)  # every step's gaps, however short
-    step_gaps = gaps.above(min_gap_ns).gaps
-    if window != span:  # the reported figures cover the analysis window only
-        gaps = window_gaps(gaps, ops, calls, span, window)
-    del ops
+    span_gaps = gpu_gaps(ops, calls, window=span)
+    # the reported figures cover the analysis window only
+    gaps = window_gaps(span_gaps, ops, calls, span, window) if window != span else span_gaps
+    del ops  # before classify_steps' temporaries (10M: -0.12 GB at the peak)
+    classify_steps(steps, span_gaps.gaps)  # every step's gaps, however short
+    # every listed gap from the first step to the last (the window's own when they agree)
+    step_gaps = span_gaps.above(min_gap_ns).gaps if window != span else None
+    del span_gaps
     gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
-    say("summarising")
-    coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps, launches)
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
                 graph_trace_mode=trace.meta.graph_trace_mode, launches=launches)
     del launches
-    ranges = nvtx_ranges(trace)
     info = {
         "path": str(trace.path),
         "nsys_version": trace.meta.nsys_version,
@@ -194,15 +203,13 @@ def analyze(
     return AnalysisResult(
         info=info,
         launches=launch_table,
-        api_summary=api_summary(trace),
-        kernel_summary=kernel_summary(trace),
-        nvtx_summary=nvtx_summary(trace, ranges),
+        **summaries,
         gaps=gaps,
         replays=replays,
         steps=steps,
         verdict=v,
         trace=trace,
         coverage=coverage,
-        step_gaps=step_gaps if window != span else gaps.gaps,
+        step_gaps=step_gaps if step_gaps is not None else gaps.gaps,
     )
 

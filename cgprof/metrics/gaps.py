@@ -356,6 +356,8 @@ class _Sweep:
 #: (:class:`_Chunked`) pays where the gap table's temporaries would be hundreds of MB (10M
 #: ops: -0.3 GB peak, -2 s); at 1M ops it cost ~30 ms more CPU and ~60 MB more peak RSS.
 CHUNKED_MIN_OPS = 1 << 21
+#: Rows per chunk of :meth:`_Chunked._fill` (at most SWEEP_CHUNK).
+FILL_CHUNK = 1 << 18
 
 #: Distinct (device, stream) codes the chunked sweep takes (one uint16 code per op).
 _MAX_CODES = 1 << 16
@@ -483,7 +485,7 @@ class _Chunked:
             return None  # match_pairs' coded keys, or none
         if not arrays_sorted([start, end]):
             return None
-        dense = _distinct_table(corr)
+        dense = _distinct_table(corr, narrow=True)  # launch_rows' values index call columns
         if dense is not None:
             return _Chunked(ops, calls, *dense)
         uniq, first = np.unique(corr, return_index=True)
@@ -512,7 +514,7 @@ class _Chunked:
             # (np.empty's pages), and the table is views of their first rows.
             devs = dev[:1].copy()
             lead = np.array([window is not None and int(start[0]) > w0])  # start[0]: the min
-            out = _GapColumns(len(start) + 1, cats, device=int(devs[0]))
+            out = _GapColumns(len(start) + 1, cats, device=int(devs[0]), pid=self._pid())
             busy = self._fill(out, None, devs, start, end, lead.astype(np.int64))
         else:
             coded = _dense_code([dev])
@@ -524,7 +526,7 @@ class _Chunked:
             lead = (first > w0) if window is not None else np.zeros(len(devs), dtype=bool)
             trail = (busy["last_end_ns"].to_numpy() < w1) if window is not None else lead & False
             size = lead + busy["gap_count"].to_numpy() + trail
-            out = _GapColumns(int(size.sum()), cats)
+            out = _GapColumns(int(size.sum()), cats, pid=self._pid())
             self._fill(out, code, devs, start, end, np.cumsum(size) - size + lead)
         count = busy["gap_count"].to_numpy()
         if not count.sum():
@@ -548,6 +550,10 @@ class _Chunked:
                 edge[at] = True
         return out.frame(n, edge if edge.any() else None), busy
 
+    def _pid(self) -> int:
+        """The one process's id (:meth:`of` checked there is one)."""
+        return int(self.ops["pid"].to_numpy()[0])
+
     def _api_categories(self) -> list[str]:
         cats = [str(c) for c in self.calls["name"].cat.categories]
         return cats if "" in cats else [*cats, ""]
@@ -570,7 +576,10 @@ class _Chunked:
         sync = _SyncEnds.of(calls)
         k_other, k_between, k_copy, k_launch, k_sync, k_replay = (GAP_KINDS.index(k) for k in (
             "other", "between_replays", "input_copy", "launch_bound", "sync_bound", "in_replay"))
-        for c, rows, st, en, gap, prev_end, prev_pos in sweep_chunks(start, end, code, ncodes):
+        # Chunks of FILL_CHUNK rows: at the fill's end the whole gap table is in memory, and
+        # a 1M-row chunk's ~20 temporaries added ~0.18 GB to the 10M peak.
+        for c, rows, st, en, gap, prev_end, prev_pos in sweep_chunks(start, end, code, ncodes,
+                                                                      chunk=FILL_CHUNK):
             sel = np.flatnonzero(gap > 0)
             stats.add(c, st, en, gap, len(sel))
             if not len(sel):
@@ -585,7 +594,9 @@ class _Chunked:
             out.prev_stream[at] = stream[prv]
             out.next_stream[at] = stream[nxt]
             n_pid, n_corr = pid[nxt], corr[nxt]
-            out.next_pid[at], out.next_corr[at] = n_pid, n_corr
+            out.next_corr[at] = n_corr
+            if out.next_pid.flags.writeable:  # else the one process's constant column
+                out.next_pid[at] = n_pid
             ig, pg = in_graph[nxt], in_graph[prv]
             both = np.flatnonzero(pg & ig)  # the same replay: compared only where both are
             same = np.zeros(len(sel), dtype=bool)
@@ -636,13 +647,17 @@ class _SyncEnds:
 class _GapColumns:
     """The gap table's columns at their final length, filled in place by :class:`_Chunked`."""
 
-    def __init__(self, n: int, api_categories: list[str], device: int | None = None):
+    def __init__(self, n: int, api_categories: list[str], device: int | None = None,
+                 pid: int | None = None):
         self.api_categories = api_categories
-        self.dev, self.start, self.end, self.gap = (np.empty(n, dtype=np.int64) for _ in range(4))
-        if device is not None:  # one GPU: its id as a trace.constant_view (10M gaps: 80 MB)
-            self.dev = np.broadcast_to(np.array(device, dtype=np.int64), (n,))
-        self.prev_stream, self.next_stream, self.next_pid, self.next_corr = (
-            np.empty(n, dtype=np.int64) for _ in range(4))
+        self.start, self.end, self.gap, self.prev_stream, self.next_stream, self.next_corr = (
+            np.empty(n, dtype=np.int64) for _ in range(6))
+        # One GPU, one process (the chunked path's traces): the device id and the next op's
+        # pid as trace.constant_view columns (10M gaps: 80 MB each). Under the window
+        # edges' <NA> the pid column holds the pid, not 0: values no reader sees.
+        self.dev, self.next_pid = (
+            np.empty(n, dtype=np.int64) if v is None else
+            np.broadcast_to(np.array(v, dtype=np.int64), (n,)) for v in (device, pid))
         self.kind = np.empty(n, dtype=np.int8)
         m = len(api_categories)  # the codes' dtype as pandas would make it (no copy)
         self.api = np.empty(n, dtype=np.int8 if m < 127 else np.int16 if m < 32767 else np.int32)
@@ -652,7 +667,8 @@ class _GapColumns:
         self.start[at], self.end[at], self.gap[at] = start, end, end - start
         self.kind[at] = GAP_KINDS.index("window_edge")
         for a in (self.prev_stream, self.next_stream, self.next_pid, self.next_corr):
-            a[at] = 0
+            if a.flags.writeable:
+                a[at] = 0
         self.api[at] = self.api_categories.index("")
 
     def frame(self, n: int, edge: np.ndarray | None) -> pd.DataFrame:
