@@ -275,3 +275,54 @@ def test_launch_api_tie_goes_to_the_first_pair():
     got = CV._launch_api(table, np.array([0, 1]), np.array(["a", "b", "c"], dtype=object),
                          lambda pair: order[pair])
     assert got == ["b", "c"]
+
+
+# ---------------------------------------------------------------------------------------
+# the cache stores a constant column as its value
+
+
+def test_cache_layout_keeps_constant_columns_as_values(tmp_path):
+    from cgprof import cache
+
+    df = T.share_constants(pd.DataFrame({
+        "start_ns": np.array([1, 5, 9], dtype=np.int64),
+        "pid": np.full(3, 4242, dtype=np.int64),
+        "big": np.full(3, np.iinfo(np.int64).min, dtype=np.int64),
+        "none": pd.array([None] * 3, dtype="Int64"),
+        "some": pd.array([None, 3, None], dtype="Int64"),
+        "plain": np.array([7, 7, 7], dtype=np.int64)}))
+    df["plain"] = np.array([7, 7, 7], dtype=np.int64)  # one value, but not a shared view
+    tbl, layout, _ = cache.frame_to_arrow(df)
+    kinds = dict(map(tuple, layout))
+    assert kinds == {"start_ns": "int64", "pid": "constant:int64:4242",
+                     "big": f"constant:int64:{np.iinfo(np.int64).min}",
+                     "none": "constant:Int64:null", "some": "Int64", "plain": "int64"}
+    assert tbl.column_names == ["start_ns", "some", "plain"]
+    pending = cache.Pending(tmp_path / "t.sqlite", tmp_path)
+    pending.write_frame("T", df)
+    src = cache.CachedSource(tmp_path, {}, tmp_path / "t.sqlite", pending.frames)
+    back = src.frame("T")
+    _assert_same_frame(back, _plain(df))
+    assert back["pid"].to_numpy().strides == (0,)
+    # a frame of constants only keeps one stored column (the file holds the row count)
+    only = T.share_constants(pd.DataFrame({"a": np.full(4, 1, dtype=np.int64),
+                                           "b": np.full(4, 2, dtype=np.int64)}))
+    tbl, layout, _ = cache.frame_to_arrow(only)
+    assert tbl.num_rows == 4 and [k for _, k in layout] == ["int64", "int64"]
+
+
+def test_cached_trace_equals_the_first_load(traces_dir, tmp_path, monkeypatch):
+    import shutil
+
+    from cgprof import cache
+
+    monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "c"))
+    src = tmp_path / "run.sqlite"
+    shutil.copyfile(traces_dir / "user_train.sqlite", src)
+    first = T.load(src)
+    assert cache.lookup(src) is not None and cache.FORMAT_VERSION == 3
+    layout = dict(map(tuple, cache.lookup(src).frames["CUPTI_ACTIVITY_KIND_KERNEL"]))
+    assert layout["pid"].startswith("constant:int64:")
+    again = T.load(src)
+    for table in ("kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx"):
+        _assert_same_frame(getattr(again, table), getattr(first, table))
