@@ -326,3 +326,18 @@ def test_cached_trace_equals_the_first_load(traces_dir, tmp_path, monkeypatch):
     again = T.load(src)
     for table in ("kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx"):
         _assert_same_frame(getattr(again, table), getattr(first, table))
+
+
+def test_sort_keeps_one_value_columns_and_equals_sort_values():
+    rng = np.random.default_rng(3)
+    n = 50
+    start = rng.integers(0, 20, n)
+    df = pd.DataFrame({"start_ns": start, "end_ns": start + rng.integers(0, 5, n),
+                       "pid": np.full(n, 7, dtype=np.int64),
+                       "graph_id": pd.array([None] * n, dtype="Int64"),
+                       "node": pd.array([None if i % 3 else i for i in range(n)], dtype="Int64"),
+                       "name": pd.Categorical(rng.choice(["a", "b"], n))})
+    want = df.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
+    got = T._sort(df.copy(), ["start_ns", "end_ns"])
+    _assert_same_frame(got, want)
+    assert got["pid"].to_numpy().strides == (0,)
