@@ -121,11 +121,11 @@ def constant_value(a: np.ndarray) -> Any:
 def constant_view(a: np.ndarray) -> np.ndarray:
     """``a``, or when it holds one value, a read-only view of that value repeated (stride 0):
     the same dtype, length and values in 8 bytes, not 8 per row. One process on one GPU (a
-    rank of a multi-process trace is analysed alone) makes pid, device and event-class
-    columns constant: 10M kernels + 10M API calls hold four such int64 columns (320 MB) in
-    the trace and more in the GPU ops, step and gap tables. Readers that gather, compare or
-    reduce see an ordinary array; a write into it raises, as one into a cached trace's
-    columns (numpy views of Arrow buffers) always did."""
+    rank of a multi-process trace is analysed alone) makes the pid and device columns
+    constant: the synthetic 10M kernels + 10M API calls hold three such int64 columns
+    (240 MB) in the trace, and the GPU ops, call_steps and gap tables one or two each.
+    Readers that gather, compare or reduce see an ordinary array; a write into it raises,
+    as one into a loaded trace's columns (numpy views of Arrow buffers) always did."""
     v = constant_value(a)
     if v is None or a.strides == (0,):
         return a

@@ -208,10 +208,10 @@ def analyze(
     steps = compute_steps(trace, calls, ops, step=step, skip=skip)
     # The replays and the coverage before the gaps: the GPU ops table (10M kernels: 0.35 GB)
     # is freed once the gaps are measured, and the replays' and coverage's temporaries never
-    # sit beside the gap table (10M cached, with the constant columns: peak RSS 3.55 -> x
-    # GB). The window's steps are known before classify_steps; the coverage reads none of
-    # the two columns it fills (dropped from its copy, so that a read would fail), the
-    # verdict reads them (win_steps below).
+    # sit beside the gap table (10M cached: the replays' stage peak 3.56 -> 2.46 GB, the
+    # coverage's 2.95 -> 2.69 GB). The window's steps are known before classify_steps; the
+    # coverage reads neither of the two columns it fills (dropped from its copy, so that a
+    # read would fail), the verdict reads them (win_steps below).
     say("measuring graph replays")
     early_steps = steps.window_steps().drop(columns=["launch_wait_ns", "launch_bound"])
     call_pos = window_positions(calls, steps.call_steps, early_steps)  # every call's
