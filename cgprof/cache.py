@@ -42,7 +42,8 @@ from cgprof.errors import CgprofError, TraceError
 
 #: Bump when the layout or the columns stored change: old entries are then ignored
 #: (and their key changes too, see :func:`key`). 2: the activity tables as Trace frames.
-FORMAT_VERSION = 2
+#: 3: one-value columns (trace.constant_view) stored as their value in the layout.
+FORMAT_VERSION = 3
 PAGE_BYTES = 1 << 16
 MANIFEST = "manifest.json"
 
@@ -149,8 +150,11 @@ def frame_to_arrow(df: Any, rebuilt: Any = ()) -> tuple[Any, list[list[Any]], An
     layout: one ``[column, kind]`` per column, in order; kind is ``int64`` / ``bool``
     (numpy), ``Int64`` (pandas nullable: Arrow nulls), ``object`` / ``object-nan`` (str
     values, missing ones None / float NaN), ``str`` (pandas' string dtype, no missing
-    value), or ``category:DTYPE`` (the integer codes; the categories, of pandas dtype DTYPE,
-    are rows of the categories table: ``column``, ``value``). Raises
+    value), ``category:DTYPE`` (the integer codes; the categories, of pandas dtype DTYPE,
+    are rows of the categories table: ``column``, ``value``), or ``constant:int64:VALUE`` /
+    ``constant:Int64:null`` (one value in every row, not in the file: an int64 column that
+    is a :func:`cgprof.trace.constant_view`, an Int64 column all <NA>; read back as one;
+    10M kernels: two 80 MB columns neither copied into Arrow nor decoded). Raises
     :class:`FrameLayoutError` for anything else, so that a frame is stored exactly or not at
     all."""
     import numpy as np
@@ -159,12 +163,18 @@ def frame_to_arrow(df: Any, rebuilt: Any = ()) -> tuple[Any, list[list[Any]], An
 
     if not df.index.equals(pd.RangeIndex(len(df))):
         raise FrameLayoutError("index is not 0..n-1")
+    constant = {c: _constant_kind(df[c]) for c in df.columns if c not in rebuilt}
+    constant = {c: k for c, k in constant.items() if k is not None}
+    if len(constant) + len(rebuilt) >= len(df.columns):  # the file keeps the row count
+        constant = {}
     arrays, layout, cat_cols, cat_values = [], [], [], []
     for c in df.columns:
         col = df[c]
         dtype = col.dtype
         if c in rebuilt:
             layout.append([c, "rebuilt"])
+        elif c in constant:
+            layout.append([c, constant[c]])
         elif isinstance(dtype, pd.CategoricalDtype):
             cats = dtype.categories
             if dtype.ordered or not all(isinstance(v, str) for v in cats) or (
@@ -194,8 +204,29 @@ def frame_to_arrow(df: Any, rebuilt: Any = ()) -> tuple[Any, list[list[Any]], An
             raise FrameLayoutError(f"{c}: dtype {dtype} is not stored")
     cats_tbl = pa.table({"column": pa.array(cat_cols, type=pa.string()),
                          "value": pa.array(cat_values, type=pa.string())})
-    names = [c for c, kind in layout if kind != "rebuilt"]
+    names = stored_columns(layout)
     return pa.Table.from_arrays(arrays, names=names), layout, cats_tbl
+
+
+def _constant_kind(col: Any) -> str | None:
+    """The ``constant:`` layout kind of a column that holds one value as a constant view (an
+    int64 stride-0 column, or an Int64 column of two or more rows, all <NA>), else None."""
+    import numpy as np
+    import pandas as pd
+
+    if len(col) < 2:
+        return None
+    if col.dtype == np.int64:
+        a = col.to_numpy()
+        return f"constant:int64:{int(a[0])}" if a.strides == (0,) else None
+    if isinstance(col.dtype, pd.Int64Dtype) and not col.count():
+        return "constant:Int64:null"
+    return None
+
+
+def stored_columns(layout: list[list[Any]]) -> list[str]:
+    """The columns of a frame layout that are in its Parquet file."""
+    return [c for c, kind in layout if kind != "rebuilt" and not kind.startswith("constant:")]
 
 
 def arrow_to_frame(tbl: Any, layout: list[list[Any]], cats_tbl: Any,
@@ -215,6 +246,9 @@ def arrow_to_frame(tbl: Any, layout: list[list[Any]], cats_tbl: Any,
     data: dict[str, Any] = {}
     for c, kind in layout:
         if kind == "rebuilt":
+            continue
+        if kind.startswith("constant:"):
+            data[c] = _constant_column(kind, tbl.num_rows)
             continue
         col = tbl.column(c)
         if kind in ("object", "object-nan"):
@@ -240,6 +274,20 @@ def arrow_to_frame(tbl: Any, layout: list[list[Any]], cats_tbl: Any,
         raise FrameLayoutError("columns to rebuild, and no way to")
     made = rebuild(df)
     return pd.DataFrame({c: df[c] if c in data else made[c] for c, _ in layout}, copy=False)
+
+
+def _constant_column(kind: str, n: int) -> Any:
+    """The column of a ``constant:`` layout kind, ``n`` rows, as a constant view."""
+    import numpy as np
+    import pandas as pd
+
+    _, dtype, value = kind.split(":", 2)
+    if dtype == "int64":
+        return np.broadcast_to(np.array(int(value), dtype=np.int64), (n,))
+    if dtype == "Int64" and value == "null":
+        return pd.arrays.IntegerArray(np.broadcast_to(np.zeros(1, dtype=np.int64), (n,)),
+                                      np.broadcast_to(np.ones(1, dtype=bool), (n,)))
+    raise FrameLayoutError(f"unknown layout kind {kind}")
 
 
 def _same_column(a: Any, b: Any) -> bool:
@@ -268,7 +316,7 @@ def _object_kind(col: Any) -> str | None:
 def read_frame(src: E.DirSource, table: str, layout: list[list[Any]],
                rebuild: Any = None) -> Any:
     """The stored frame of ``table`` in the entry ``src`` reads."""
-    tbl = src.read(f"{table}.frame", [c for c, kind in layout if kind != "rebuilt"])
+    tbl = src.read(f"{table}.frame", stored_columns(layout))
     cats_tbl = None
     if any(kind.startswith("category:") for _, kind in layout):
         cats_tbl = src.read(f"{table}.categories", ["column", "value"])
@@ -338,8 +386,14 @@ class Pending:
     def write_trace(self, trace: Any, rebuild: Any = None) -> None:
         """Store the frames of the tables in :data:`FRAME_TABLES` (each one is needed) and
         of those in :data:`OPTIONAL_FRAME_TABLES` that can be stored exactly.
-        ``rebuild(table, frame)``: see :meth:`write_frame`."""
-        for table, df in trace_frames(trace).items():
+        ``rebuild(table, frame)``: see :meth:`write_frame`. ``trace``: a Trace, or its
+        :func:`trace_frames` taken when the caller chose (the frames as loaded), a dict this
+        empties as it goes: each frame is given up once written, so one the analysis
+        replaced meanwhile (analyze lends the kernels' columns to the GPU ops) is freed
+        then, not when all are written."""
+        frames = trace if isinstance(trace, dict) else trace_frames(trace)
+        for table in list(frames):
+            df = frames.pop(table)
             if table in OPTIONAL_FRAME_TABLES:
                 try:
                     frame_to_arrow(df)
@@ -347,6 +401,7 @@ class Pending:
                     continue
             self.write_frame(table, df, None if rebuild is None else (
                 lambda d, t=table: rebuild(t, d)))
+            del df
 
     def commit(self, tables: dict[str, list[str]]) -> Path | None:
         if self.failed or not set(FRAME_TABLES) <= set(self.frames):
@@ -375,8 +430,7 @@ def prefetch(path: str | os.PathLike[str]) -> None:
             for table in (S.KERNEL, S.RUNTIME):
                 layout = src.frames.get(table)
                 if layout:
-                    src.read_ahead(f"{table}.frame",
-                                   [c for c, kind in layout if kind != "rebuilt"])
+                    src.read_ahead(f"{table}.frame", stored_columns(layout))
         elif path.suffix.lower() != ".nsys-rep":
             src = E.open_sqlite_early(path)
             if src is not None:
@@ -438,10 +492,11 @@ def write_later(pending: Pending, trace: Any, rebuild: Any,
     """Write ``trace``'s frames into ``pending`` and commit it, in a thread (not a daemon:
     the interpreter waits for it before exiting, so an entry is never left half-written
     by a normal exit; a killed process leaves only a ``.tmp-`` folder, never served)."""
+    frames = trace_frames(trace)  # now: the analysis may replace a frame meanwhile
 
     def run() -> None:
         try:
-            pending.write_trace(trace, rebuild)
+            pending.write_trace(frames, rebuild)
             pending.commit(tables)
         except BaseException:  # a failed write costs only speed, never the analysis
             pending.abort()

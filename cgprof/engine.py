@@ -582,6 +582,17 @@ _LIBC: Any = None
 RELEASE_MIN_ROWS = 4_000_000
 
 
+def release_arrow_pool() -> None:
+    """Give the OS back the pages Arrow's memory pool keeps after its buffers are freed (the
+    columns of a loaded trace are numpy views of Arrow buffers: dropping one frees nothing
+    until then); unlike :func:`release_memory`, the C heap is left as it is."""
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:
+        pa.default_memory_pool().release_unused()
+
+
 def release_memory(rows: int | None = None) -> None:
     """Give the OS back the memory freed since the last call: what Arrow's pool holds but no
     longer uses (its allocator keeps freed pages for reuse) and, with glibc, the free chunks

@@ -109,6 +109,60 @@ def distinct_pids(pid: pd.Series) -> Any:
     return pd.unique(pid)
 
 
+def constant_value(a: np.ndarray) -> Any:
+    """The one value every element of the 1-D integer array ``a`` holds (a numpy scalar of
+    its dtype), else None (also for an empty array). The first and last elements are
+    compared first, so a column that varies (times, ids) costs nothing more."""
+    if a.ndim != 1 or not len(a) or a.dtype.kind not in "iu" or a[0] != a[-1]:
+        return None
+    return a[0] if a.min() == a.max() else None
+
+
+def constant_view(a: np.ndarray) -> np.ndarray:
+    """``a``, or when it holds one value, a read-only view of that value repeated (stride 0):
+    the same dtype, length and values in 8 bytes, not 8 per row. One process on one GPU (a
+    rank of a multi-process trace is analysed alone) makes the pid and device columns
+    constant: the synthetic 10M kernels + 10M API calls hold three such int64 columns
+    (240 MB) in the trace, and the GPU ops, call_steps and gap tables one or two each.
+    Readers that gather, compare or reduce see an ordinary array; a write into it raises,
+    as one into a loaded trace's columns (numpy views of Arrow buffers) always did."""
+    v = constant_value(a)
+    if v is None or a.strides == (0,):
+        return a
+    return np.broadcast_to(np.array(v, dtype=a.dtype), a.shape)
+
+
+def take_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``a[rows]`` (positions or a boolean mask); a :func:`constant_view` stays one instead
+    of becoming a full array of its one value."""
+    if a.ndim == 1 and len(a) and a.strides == (0,):
+        n = int(np.count_nonzero(rows)) if rows.dtype == bool else len(rows)
+        return np.broadcast_to(a[:1], (n,))
+    return a[rows]
+
+
+def share_constants(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with each plain integer column that holds one value as a :func:`constant_view`,
+    and each nullable Int64 column that is all <NA> as one over constant values and mask (an
+    eager trace's kernel graph ids: 90 MB per 10M kernels); same dtypes, values and index,
+    columns replaced, rows not copied."""
+    if len(df) < 2:
+        return df
+    for c in df.columns:
+        col = df[c]
+        if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iu":
+            arr = col.to_numpy()
+            view = constant_view(arr)
+            if view is not arr:
+                df[c] = pd.Series(view, index=df.index, copy=False)
+        elif isinstance(col.dtype, pd.Int64Dtype) and not col.count():
+            none = pd.arrays.IntegerArray(
+                np.broadcast_to(np.zeros(1, dtype=np.int64), (len(df),)),
+                np.broadcast_to(np.ones(1, dtype=bool), (len(df),)))
+            df[c] = pd.Series(none, index=df.index, copy=False)
+    return df
+
+
 def gpu_pids(trace: Trace) -> list[int]:
     """Process ids that have GPU rows (kernels, copies, memsets, graph replays), ascending:
     more than one, and ``cgprof analyze`` reads the trace rank by rank (cgprof.ranks)."""
@@ -274,6 +328,10 @@ def _sort(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     is made, so a 10M-row table never exists twice (``sort_values`` copies every column at
     once, and is slower)."""
     if len(df) > 1:
+        # A one-value column is the same in any order: shared first (share_constants), it is
+        # kept, not taken (10M kernels read from SQLite: device, pid and the graph ids, 0.3
+        # GB of copies fewer at the load's peak).
+        df = share_constants(df)
         arrs = [df[k].to_numpy() for k in keys]
         if all(isinstance(x, np.ndarray) and x.dtype.kind in "iu" for x in arrs):
             if len(keys) == 2:
@@ -288,6 +346,10 @@ def _sort(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
             out = {}
             for c in list(df.columns):
                 col = df.pop(c)
+                if _order_free(col):
+                    out[c] = col.array if not isinstance(col.dtype, np.dtype) else (
+                        col.to_numpy())
+                    continue
                 out[c] = (col.to_numpy()[order] if isinstance(col.dtype, np.dtype)
                           else col.array.take(order))
                 del col
@@ -295,6 +357,13 @@ def _sort(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                     _release_arrow(len(order))  # the old column's pages, if Arrow held them
             return pd.DataFrame(out, copy=False)
     return df.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def _order_free(col: pd.Series) -> bool:
+    """A column :func:`share_constants` made one value: any order of its rows is itself."""
+    if isinstance(col.dtype, np.dtype):
+        return col.dtype.kind in "iu" and col.to_numpy().strides == (0,)
+    return isinstance(col.dtype, pd.Int64Dtype) and len(col) > 1 and not col.count()
 
 
 def _int(df: pd.DataFrame, cols: list[str]) -> None:
@@ -749,6 +818,8 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     nvtx = _stored(src, S.NVTX, lambda: _load_nvtx(src, strings))
     gpus = _load_gpus(src)
     threads = _load_threads(src, strings)
+    kernels, runtime, memcpy, memset, sync, graph_trace = (share_constants(df) for df in (
+        kernels, runtime, memcpy, memset, sync, graph_trace))
     _release_arrow(len(kernels) + len(runtime))
 
     mode = _graph_mode_from_meta(meta_kv)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cgprof.engine import release_arrow_pool, release_memory
 from cgprof.metrics.coverage import (
     CoverageResult,
     StepLaunches,
@@ -21,7 +22,7 @@ from cgprof.metrics.coverage import (
     graph_coverage,
     window_positions,
 )
-from cgprof.metrics.gaps import GapResult, gpu_gaps, window_gaps
+from cgprof.metrics.gaps import GapResult, measure_gaps, window_gaps
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import GRAPH_LAUNCH, api_calls, launch_summary
 from cgprof.metrics.replays import ReplayResult, graph_replays
@@ -104,16 +105,18 @@ def _take_rows(df: pd.DataFrame, rows: np.ndarray, cols: list[str]) -> pd.DataFr
                          else df[c].array.take(rows) for c in cols}, copy=False)
 
 
-def _summaries(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The whole-trace summaries, as nsys stats: API calls, kernels, the NVTX ranges and
-    their summary."""
+def _summaries(trace: Trace) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
+    """The whole-trace summaries, as nsys stats (AnalysisResult's api_summary,
+    kernel_summary and nvtx_summary), and the NVTX ranges."""
+    out = {"api_summary": api_summary(trace), "kernel_summary": kernel_summary(trace)}
     ranges = nvtx_ranges(trace)
-    return api_summary(trace), kernel_summary(trace), ranges, nvtx_summary(trace, ranges)
+    out["nvtx_summary"] = nvtx_summary(trace, ranges)
+    return out, ranges
 
 
 #: Up to this many kernels + API calls the summaries run in a thread beside the other
-#: metrics; above it, after them: their sort buffers on top of the gap sweep's would raise
-#: the peak RSS of a 10M-row analysis.
+#: metrics; above it, first and alone: their sort buffers beside the analysis's tables
+#: would raise the peak RSS of a 10M-row analysis.
 ASIDE_MAX_ROWS = 4_000_000
 
 
@@ -151,6 +154,74 @@ class _Aside:
         return self._box["value"]
 
 
+#: Kernel columns the GPU ops table holds too, in the kernels' row order once the ops of other
+#: kinds are left out (gpu_ops merges sorted sources stably).
+_SHARED_WITH_OPS = ("start_ns", "end_ns", "stream_id", "corr_id")
+
+
+def _plain_int64(col: pd.Series) -> bool:
+    a = col.to_numpy() if col.dtype == np.int64 else None
+    return a is not None and a.ndim == 1 and a.strides != (0,)
+
+
+def _fingerprint(a: np.ndarray) -> tuple[int, bytes]:
+    """A cheap check that a rebuilt column is the one lent: its wrapped sum and a sample."""
+    return int(a.view(np.uint64).sum(dtype=np.uint64)), a[::4099].tobytes()
+
+
+@dataclass
+class _Lent:
+    columns: list[str]  # the kernel frame's columns, in order
+    taken: list[str]  # those taken out: rebuilt from the ops (dur_ns: end_ns - start_ns)
+    sums: dict[str, tuple[int, bytes]]
+
+
+def _lend_kernel_columns(trace: Trace, ops: pd.DataFrame) -> _Lent | None:
+    """Take out of ``trace.kernels`` the columns the GPU ops table also holds, and dur_ns,
+    while the gaps are measured: at the gap fill's end the gap table, the ops and the trace
+    are all in memory, and these are the kernels' copies of the ops' biggest columns (10M
+    kernels: 0.4 GB). :func:`_return_kernel_columns` puts back the same values. The frame
+    is replaced, not changed: a holder of the old one (the cache writer) keeps it whole.
+    None when the ops are not plain int64 columns with their ``kind``."""
+    k = trace.kernels
+    kind = ops["kind"] if "kind" in ops else None
+    if len(k) < 2 or kind is None or not isinstance(kind.dtype, pd.CategoricalDtype) or (
+            "kernel" not in kind.cat.categories):
+        return None
+    taken = [c for c in _SHARED_WITH_OPS if c in k and c in ops and _plain_int64(k[c])
+             and _plain_int64(ops[c])]
+    if {"start_ns", "end_ns"} <= set(taken) and "dur_ns" in k and _plain_int64(k["dur_ns"]):
+        taken.append("dur_ns")
+    if not taken:
+        return None
+    lent = _Lent(list(k.columns), taken, {c: _fingerprint(k[c].to_numpy()) for c in taken})
+    trace.kernels = k.drop(columns=taken)
+    del k
+    release_arrow_pool()  # the columns were views of Arrow buffers (cached and first loads)
+    return lent
+
+
+def _return_kernel_columns(trace: Trace, ops: pd.DataFrame, lent: _Lent) -> None:
+    """Put back what :func:`_lend_kernel_columns` took, from the ops' kernel rows; each ops
+    column is given up as its kernel copy is made, so no column exists twice for long."""
+    kind = ops["kind"]
+    rows = kind.cat.codes.to_numpy() == list(kind.cat.categories).index("kernel")
+    every = bool(rows.all())
+    back: dict[str, np.ndarray] = {}
+    for c in lent.taken:
+        if c == "dur_ns":
+            back[c] = back["end_ns"] - back["start_ns"]  # as the load makes it
+            continue
+        col = ops.pop(c).to_numpy()
+        back[c] = col if every else col[rows]
+        del col
+    if any(_fingerprint(back[c]) != lent.sums[c] for c in lent.taken):
+        raise AssertionError("cgprof: kernel columns rebuilt from the GPU ops differ")
+    k = trace.kernels
+    trace.kernels = pd.DataFrame({c: back[c] if c in back else k[c] for c in lent.columns},
+                                 copy=False)
+
+
 def analyze(
     trace_or_path: Trace | str | Path,
     step: str | None = None,
@@ -169,15 +240,42 @@ def analyze(
     trace = trace_or_path if isinstance(trace_or_path, Trace) else load(trace_or_path, say_)
     # No malloc_trim between the stages (cgprof.engine.release_memory): each stage reuses the
     # heap the last one freed. Trimming there cost 10M kernels ~5 s of page faults (cached:
-    # 20.1 -> 15.5 s wall) for 13 MB less peak RSS; the load still trims after each big table.
+    # 20.1 -> 15.5 s wall) for 13 MB less peak RSS; the load still trims after each big table,
+    # and the analysis once at its end (below).
     say = say_
-    summaries = _Aside(_summaries, trace) if _aside_ok(trace) else None
 
+    # The whole-trace summaries first, while only the trace is in memory: their per-name
+    # temporaries (10M kernels: ~0.24 GB each) never sit beside the analysis's tables. Up to
+    # ASIDE_MAX_ROWS rows, in a thread beside the other metrics instead (the kernels then
+    # lend no columns to the gaps: the thread reads them).
+    say("summarising")
+    aside = _Aside(_summaries, trace) if _aside_ok(trace) else None
+    if aside is None:
+        summaries, ranges = _summaries(trace)
     say("classifying API calls")
     calls = api_calls(trace)
     ops = gpu_ops(trace)
     say("cutting steps")
     steps = compute_steps(trace, calls, ops, step=step, skip=skip)
+    # The replays and the coverage before the gaps: the GPU ops table (10M kernels: 0.35 GB)
+    # is freed once the gaps are measured, and the replays' and coverage's temporaries never
+    # sit beside the gap table (10M cached: the replays' stage peak 3.56 -> 2.46 GB, the
+    # coverage's 2.95 -> 2.69 GB). The window's steps are known before classify_steps; the
+    # coverage reads neither of the two columns it fills (dropped from its copy, so that a
+    # read would fail), the verdict reads them (win_steps below).
+    say("measuring graph replays")
+    early_steps = steps.window_steps().drop(columns=["launch_wait_ns", "launch_bound"])
+    call_pos = window_positions(calls, steps.call_steps, early_steps)  # every call's
+    in_window, replay_calls = _window_calls(calls, steps, call_pos)
+    launch_table = launch_summary(calls, in_window)
+    del in_window
+    launches = StepLaunches.of(calls, call_pos)  # read by the coverage and the verdict
+    del call_pos
+    node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
+    replays = graph_replays(ops, replay_calls, node_level=node_level)
+    del replay_calls
+    coverage = graph_coverage(early_steps, trace.kernels, calls, steps.call_steps, launches)
+    del early_steps
     say("measuring GPU gaps")
     all_steps = steps.steps
     span = None
@@ -187,30 +285,39 @@ def analyze(
                 max(int(all_steps["end_ns"].max()), int(gpu_end.max()) if len(gpu_end) else 0))
     window = steps.window()
     min_gap_ns = int(round(min_gap_us * 1000))
-    gaps = gpu_gaps(ops, calls, window=span)
-    classify_steps(steps, gaps.gaps)  # every step's gaps, however short
-    step_gaps = gaps.above(min_gap_ns).gaps
-    if window != span:  # the reported figures cover the analysis window only
-        gaps = window_gaps(gaps, ops, calls, span, window)
+    # The window's gaps are measured on the ops again where it is not the span; else the
+    # ops are freed before the per-device and per-kind tables and classify_steps make
+    # their temporaries (10M cached: 2.74 -> 2.63 x 10^9 B peak), and the kernels lend
+    # the ops their copies of the ops' columns meanwhile (2.63 -> 2.56 x 10^9 B; the gap
+    # stage itself 2.71 -> 2.37 GB).
+    lent = _lend_kernel_columns(trace, ops) if window == span and aside is None else None
+    try:
+        measured = measure_gaps(ops, calls, window=span)
+    finally:
+        if lent is not None:
+            _return_kernel_columns(trace, ops, lent)
+    w_ops = ops if window != span else None
+    del ops
+    span_gaps = measured.result()
+    del measured
+    # the reported figures cover the analysis window only
+    gaps = window_gaps(span_gaps, w_ops, calls, span, window) if w_ops is not None else span_gaps
+    del w_ops
+    classify_steps(steps, span_gaps.gaps)  # every step's gaps, however short
+    # every listed gap from the first step to the last (the window's own when they agree)
+    step_gaps = span_gaps.above(min_gap_ns).gaps if window != span else None
+    del span_gaps
     gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
-    call_pos = window_positions(calls, steps.call_steps, win_steps)  # once, for every call
-    in_window, replay_calls = _window_calls(calls, steps, call_pos)
-    launch_table = launch_summary(calls, in_window)
-    del in_window
-    launches = StepLaunches.of(calls, call_pos)  # read by the coverage and the verdict
-    del call_pos
-    say("measuring graph replays")
-    node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
-    replays = graph_replays(ops, replay_calls, node_level=node_level)
-    del replay_calls, ops  # 10M kernels: peak RSS 3.79 -> 3.56 GB (the GPU ops table is gone)
-    say("summarising")
-    coverage = graph_coverage(win_steps, trace.kernels, calls, steps.call_steps, launches)
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
                 graph_trace_mode=trace.meta.graph_trace_mode, launches=launches)
     del launches
-    api_sum, kernel_sum, ranges, nvtx_sum = (summaries.result() if summaries is not None
-                                             else _summaries(trace))
+    if aside is not None:
+        summaries, ranges = aside.result()
+    # One trim, after the last big temporaries: the reports then start from what is alive
+    # (10M cached, three runs each: peak RSS 2.42-2.46 -> 2.38-2.42 x 10^6 KB, the same
+    # time; a trace under engine.RELEASE_MIN_ROWS rows keeps its heap).
+    release_memory(len(trace.kernels) + len(trace.runtime))
     info = {
         "path": str(trace.path),
         "nsys_version": trace.meta.nsys_version,
@@ -237,15 +344,13 @@ def analyze(
     return AnalysisResult(
         info=info,
         launches=launch_table,
-        api_summary=api_sum,
-        kernel_summary=kernel_sum,
-        nvtx_summary=nvtx_sum,
+        **summaries,
         gaps=gaps,
         replays=replays,
         steps=steps,
         verdict=v,
         trace=trace,
         coverage=coverage,
-        step_gaps=step_gaps if window != span else gaps.gaps,
+        step_gaps=step_gaps if step_gaps is not None else gaps.gaps,
     )
 

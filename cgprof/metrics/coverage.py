@@ -153,9 +153,12 @@ class StepLaunches:
         if calls.empty:
             none = np.zeros(0, dtype=np.int64)
             return cls(rows=none, pos=none, kernel=np.zeros(0, dtype=bool))
+        # int32 rows and positions where they fit: they only index, and they stay alive
+        # from the replays to the verdict, beside the gap table (10M calls: 80 -> 40 MB).
+        idx = np.int32 if len(calls) < 2**31 else np.int64
         rows = np.flatnonzero(family_mask(calls, L.KERNEL_LAUNCH, L.GRAPH_LAUNCH)
-                              & (call_pos >= 0))
-        return cls(rows=rows, pos=call_pos[rows],
+                              & (call_pos >= 0)).astype(idx)
+        return cls(rows=rows, pos=call_pos[rows].astype(idx),
                    kernel=family_mask(calls, L.KERNEL_LAUNCH, live=False, rows=rows))
 
 
@@ -257,7 +260,8 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
     kernel_key, launch_key = _launch_keys(kernels, calls, launch)
     # Each (pid, corr_id) once, its first call (as drop_duplicates): one lookup table serves
     # that check and the kernels' match below; only repeated keys take the sorting way.
-    table = _distinct_table(launch_key) if len(launch_key) else None
+    # int32 rows: they only index (10M kernels: 40 MB less).
+    table = _distinct_table(launch_key, narrow=True) if len(launch_key) else None
     if table is None and len(launch):
         first = first_match(launch_key, launch_key) == np.arange(len(launch))
         launch, pos, launch_key = launch[first], pos[first], launch_key[first]
@@ -273,31 +277,52 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
         row = table_get(table[0], key)
     else:
         row = first_match(key, launch_key)
-    del key
+    del key, table, launch_key
     hit = row >= 0
     if not hit.all():  # (the usual trace launched every eager kernel from a window step)
         eager, row = eager[hit], row[hit]
+    del hit
     if len(eager) == 0:
         return _empty_top(), host
     # One launch call can start several kernels (rare for eager launches): charge its host
     # time once, to the first kernel.
-    api_ns = call_dur[row]
     seen = np.zeros(len(launch), dtype=bool)
     seen[row] = True
+    once = None
     if np.count_nonzero(seen) < len(row):  # a launch call's row met twice
         once = np.zeros(len(row), dtype=bool)
         once[np.unique(row, return_index=True)[1]] = True
-        api_ns = np.where(once, api_ns, 0)
+    del seen
     names, name_of = category_codes(kernels["name"])
     apis, api_of = category_codes(calls["name"])
-    kc, ac = names[eager].astype(np.int64), apis[launch[row]].astype(np.int64)
-    gpu_ns = kernels["dur_ns"].to_numpy(np.int64)[eager]
-    named = kc >= 0  # a kernel without a name has no group (pandas drops NaN keys)
-    if not named.all():
-        kc, ac, gpu_ns, api_ns = kc[named], ac[named], gpu_ns[named], api_ns[named]
+    k_dur = kernels["dur_ns"].to_numpy(np.int64)
     m = len(name_of)
-    count = np.bincount(kc, minlength=m)
-    gpu, api_host = sums_by_code(kc, gpu_ns, m), sums_by_code(kc, api_ns, m)
+    width = max(len(api_of), 1)
+    count = np.zeros(m, dtype=np.int64)
+    gpu, api_host = np.zeros(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
+    pairs = np.zeros(m * width, dtype=np.int64)  # kernels per (name, API) code pair
+
+    def chunks():
+        """Per chunk of the eager kernels (a named one's name, launch API, GPU and host ns):
+        the per-kernel gathers are a chunk long, not 10M (~0.4 GB at the coverage's peak)."""
+        for a in range(0, len(eager), _TOP_CHUNK):
+            e, r = eager[a:a + _TOP_CHUNK], row[a:a + _TOP_CHUNK]
+            kc, ac = names[e].astype(np.int64), apis[launch[r]].astype(np.int64)
+            api_ns = call_dur[r]
+            if once is not None:
+                api_ns = np.where(once[a:a + _TOP_CHUNK], api_ns, 0)
+            gpu_ns = k_dur[e]
+            named = kc >= 0  # a kernel without a name has no group (pandas drops NaN keys)
+            if not named.all():
+                kc, ac, gpu_ns, api_ns = kc[named], ac[named], gpu_ns[named], api_ns[named]
+            yield kc, ac, gpu_ns, api_ns
+
+    for kc, ac, gpu_ns, api_ns in chunks():
+        count += np.bincount(kc, minlength=m)
+        gpu += sums_by_code(kc, gpu_ns, m)
+        api_host += sums_by_code(kc, api_ns, m)
+        pair = kc * width + ac
+        pairs += np.bincount(pair[ac >= 0], minlength=m * width)
     groups = np.flatnonzero(count)
     if len(groups) == 0:
         return _empty_top(), host
@@ -306,31 +331,45 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
     label = [str(name_of[g]) for g in groups]
     order = sorted(range(len(groups)), key=lambda i: (-gpu_per[i], label[i]))[:EAGER_TOP_N]
     top_groups = groups[order]
+
+    def first_at(value: int) -> int:  # the first named kernel's position with this pair
+        seen_before = 0
+        for kc, ac, _, _ in chunks():
+            pair = kc * width + ac
+            pair = pair[ac >= 0]
+            hit = np.flatnonzero(pair == value)
+            if len(hit):
+                return seen_before + int(hit[0])
+            seen_before += len(pair)
+        return 0
+
     top = pd.DataFrame({
         "name": np.asarray([label[i] for i in order], dtype=object),
         "kernels": count[top_groups].astype(np.float64) / n,
         "gpu_ns": gpu_per[order],
-        "launch_api": np.asarray(_launch_api(kc, ac, top_groups, api_of), dtype=object),
+        "launch_api": np.asarray(_launch_api(pairs.reshape(m, width), top_groups, api_of,
+                                             first_at), dtype=object),
         "launch_host_ns": api_host[top_groups].astype(np.float64) / n,
     })
     return top, host
 
 
-def _launch_api(kc: np.ndarray, ac: np.ndarray, groups: np.ndarray,
-                api_of: np.ndarray) -> list[str | None]:
+#: Eager kernels per chunk of :func:`_eager_top`.
+_TOP_CHUNK = 1 << 20
+
+
+def _launch_api(table: np.ndarray, groups: np.ndarray, api_of: np.ndarray,
+                first_at: Any) -> list[str | None]:
     """Per kernel name code in ``groups``, the API name that launched most of its kernels
-    (``kc``/``ac``: name and API codes per kernel); a tie goes to the (name, API) pair seen
-    first, as a ``groupby(sort=False)`` counted then sorted stably would order them."""
-    width = max(len(api_of), 1)
-    pair = kc * width + ac
-    if (ac < 0).any():  # a call without a name: no pair (pandas drops NaN keys)
-        pair = pair[ac >= 0]
-    table = np.bincount(pair, minlength=(int(kc.max()) + 1) * width).reshape(-1, width)
+    (``table``: kernels per (name code, API code)); a tie goes to the (name, API) pair seen
+    first (``first_at(pair code)``: its first position among the named kernels' pairs), as a
+    ``groupby(sort=False)`` counted then sorted stably would order them."""
+    width = table.shape[1]
     out: list[str | None] = []
     for g in groups:
         counts = table[g]
         best = np.flatnonzero(counts == counts.max()) if counts.max() else []
         if len(best) > 1:  # tie: the pair that appears first (one scan per tied pair)
-            best = [min(best, key=lambda a: int(np.argmax(pair == g * width + a)))]
+            best = [min(best, key=lambda a: first_at(int(g) * width + int(a)))]
         out.append(str(api_of[best[0]]) if len(best) else None)
     return out

@@ -123,6 +123,33 @@ def gpu_gaps(
     (default: each device's first to last operation). Gaps shorter than or equal to
     ``min_gap_ns`` are not listed (they still count as idle time).
     """
+    return measure_gaps(ops, calls, window).result(min_gap_ns)
+
+
+@dataclass
+class MeasuredGaps:
+    """What :func:`gpu_gaps` measures on the GPU ops (every gap, the busy table per device,
+    the stream table); :meth:`result` makes the rest from these alone, so that a caller done
+    with the ops can free them first (10M ops: 0.35 GB, under the per-device quantiles' and
+    per-kind tables' temporaries)."""
+
+    gaps: pd.DataFrame
+    busy: pd.DataFrame | None  # None: no op
+    streams: pd.DataFrame
+    window: tuple[int, int] | None
+
+    def result(self, min_gap_ns: int = 0) -> GapResult:
+        """The :class:`GapResult` (as :func:`gpu_gaps` returns it)."""
+        devices = _device_table(self.busy, self.gaps, self.window)
+        by_kind, hist = _kind_tables(self.gaps, devices)
+        result = GapResult(devices=devices, gaps=self.gaps, by_kind=by_kind, histogram=hist,
+                           streams=self.streams, min_gap_ns=0)
+        return result.above(min_gap_ns) if min_gap_ns > 0 else result
+
+
+def measure_gaps(ops: pd.DataFrame, calls: pd.DataFrame,
+                 window: tuple[int, int] | None = None) -> MeasuredGaps:
+    """The part of :func:`gpu_gaps` that reads ``ops``."""
     ops = _window_clip(ops, window)
     if len(ops):
         start, end = ops["start_ns"], ops["end_ns"]
@@ -161,17 +188,11 @@ def gpu_gaps(
         all_gaps["kind"] = pd.Categorical(all_gaps["kind"], categories=list(GAP_KINDS))
 
     del gaps
-    devices = _device_table(ops, all_gaps, window, busy)
-    by_kind, hist = _kind_tables(all_gaps, devices)
-    result = GapResult(
-        devices=devices,
-        gaps=all_gaps,
-        by_kind=by_kind,
-        histogram=hist,
-        streams=streams,
-        min_gap_ns=0,
-    )
-    return result.above(min_gap_ns) if min_gap_ns > 0 else result
+    if not len(ops):
+        busy = None
+    elif busy is None:
+        busy = union_busy(ops, ["device_id"])
+    return MeasuredGaps(gaps=all_gaps, busy=busy, streams=streams, window=window)
 
 
 def window_gaps(span: GapResult, ops: pd.DataFrame, calls: pd.DataFrame,
@@ -246,7 +267,7 @@ def _derive_window(span: GapResult, ops: pd.DataFrame, span_window: tuple[int, i
     all_gaps = _merge_sorted(inner, edges)
     if all_gaps is None:
         return None
-    devices = _device_table(w_ops, all_gaps, window, busy)
+    devices = _device_table(busy, all_gaps, window)
     by_kind, hist = _kind_tables(all_gaps, devices)
     return GapResult(devices=devices, gaps=all_gaps, by_kind=by_kind, histogram=hist,
                      streams=streams, min_gap_ns=0)
@@ -356,6 +377,8 @@ class _Sweep:
 #: (:class:`_Chunked`) pays where the gap table's temporaries would be hundreds of MB (10M
 #: ops: -0.3 GB peak, -2 s); at 1M ops it cost ~30 ms more CPU and ~60 MB more peak RSS.
 CHUNKED_MIN_OPS = 1 << 21
+#: Rows per chunk of :meth:`_Chunked._fill` (at most SWEEP_CHUNK).
+FILL_CHUNK = 1 << 18
 
 #: Distinct (device, stream) codes the chunked sweep takes (one uint16 code per op).
 _MAX_CODES = 1 << 16
@@ -483,7 +506,7 @@ class _Chunked:
             return None  # match_pairs' coded keys, or none
         if not arrays_sorted([start, end]):
             return None
-        dense = _distinct_table(corr)
+        dense = _distinct_table(corr, narrow=True)  # launch_rows' values index call columns
         if dense is not None:
             return _Chunked(ops, calls, *dense)
         uniq, first = np.unique(corr, return_index=True)
@@ -512,7 +535,7 @@ class _Chunked:
             # (np.empty's pages), and the table is views of their first rows.
             devs = dev[:1].copy()
             lead = np.array([window is not None and int(start[0]) > w0])  # start[0]: the min
-            out = _GapColumns(len(start) + 1, cats)
+            out = _GapColumns(len(start) + 1, cats, device=int(devs[0]), pid=self._pid())
             busy = self._fill(out, None, devs, start, end, lead.astype(np.int64))
         else:
             coded = _dense_code([dev])
@@ -524,7 +547,7 @@ class _Chunked:
             lead = (first > w0) if window is not None else np.zeros(len(devs), dtype=bool)
             trail = (busy["last_end_ns"].to_numpy() < w1) if window is not None else lead & False
             size = lead + busy["gap_count"].to_numpy() + trail
-            out = _GapColumns(int(size.sum()), cats)
+            out = _GapColumns(int(size.sum()), cats, pid=self._pid())
             self._fill(out, code, devs, start, end, np.cumsum(size) - size + lead)
         count = busy["gap_count"].to_numpy()
         if not count.sum():
@@ -537,7 +560,8 @@ class _Chunked:
         edge = np.zeros(n, dtype=bool)
         for i, d in enumerate(devs.tolist()):
             lo = int(base[i]) - int(lead[i])
-            out.dev[lo:lo + int(size[i])] = d
+            if out.dev.flags.writeable:  # else the one device's constant column
+                out.dev[lo:lo + int(size[i])] = d
             if lead[i]:
                 out.edge(lo, w0, int(first[i]))
                 edge[lo] = True
@@ -546,6 +570,10 @@ class _Chunked:
                 out.edge(at, int(last[i]), w1)
                 edge[at] = True
         return out.frame(n, edge if edge.any() else None), busy
+
+    def _pid(self) -> int:
+        """The one process's id (:meth:`of` checked there is one)."""
+        return int(self.ops["pid"].to_numpy()[0])
 
     def _api_categories(self) -> list[str]:
         cats = [str(c) for c in self.calls["name"].cat.categories]
@@ -569,7 +597,10 @@ class _Chunked:
         sync = _SyncEnds.of(calls)
         k_other, k_between, k_copy, k_launch, k_sync, k_replay = (GAP_KINDS.index(k) for k in (
             "other", "between_replays", "input_copy", "launch_bound", "sync_bound", "in_replay"))
-        for c, rows, st, en, gap, prev_end, prev_pos in sweep_chunks(start, end, code, ncodes):
+        # Chunks of FILL_CHUNK rows: at the fill's end the whole gap table is in memory, and
+        # a 1M-row chunk's ~20 temporaries added ~0.18 GB to the 10M peak.
+        for c, rows, st, en, gap, prev_end, prev_pos in sweep_chunks(start, end, code, ncodes,
+                                                                      chunk=FILL_CHUNK):
             sel = np.flatnonzero(gap > 0)
             stats.add(c, st, en, gap, len(sel))
             if not len(sel):
@@ -584,7 +615,9 @@ class _Chunked:
             out.prev_stream[at] = stream[prv]
             out.next_stream[at] = stream[nxt]
             n_pid, n_corr = pid[nxt], corr[nxt]
-            out.next_pid[at], out.next_corr[at] = n_pid, n_corr
+            out.next_corr[at] = n_corr
+            if out.next_pid.flags.writeable:  # else the one process's constant column
+                out.next_pid[at] = n_pid
             ig, pg = in_graph[nxt], in_graph[prv]
             both = np.flatnonzero(pg & ig)  # the same replay: compared only where both are
             same = np.zeros(len(sel), dtype=bool)
@@ -635,11 +668,17 @@ class _SyncEnds:
 class _GapColumns:
     """The gap table's columns at their final length, filled in place by :class:`_Chunked`."""
 
-    def __init__(self, n: int, api_categories: list[str]):
+    def __init__(self, n: int, api_categories: list[str], device: int | None = None,
+                 pid: int | None = None):
         self.api_categories = api_categories
-        self.dev, self.start, self.end, self.gap = (np.empty(n, dtype=np.int64) for _ in range(4))
-        self.prev_stream, self.next_stream, self.next_pid, self.next_corr = (
-            np.empty(n, dtype=np.int64) for _ in range(4))
+        self.start, self.end, self.gap, self.prev_stream, self.next_stream, self.next_corr = (
+            np.empty(n, dtype=np.int64) for _ in range(6))
+        # One GPU, one process (the chunked path's traces): the device id and the next op's
+        # pid as trace.constant_view columns (10M gaps: 80 MB each). Under the window
+        # edges' <NA> the pid column holds the pid, not 0: values no reader sees.
+        self.dev, self.next_pid = (
+            np.empty(n, dtype=np.int64) if v is None else
+            np.broadcast_to(np.array(v, dtype=np.int64), (n,)) for v in (device, pid))
         self.kind = np.empty(n, dtype=np.int8)
         m = len(api_categories)  # the codes' dtype as pandas would make it (no copy)
         self.api = np.empty(n, dtype=np.int8 if m < 127 else np.int16 if m < 32767 else np.int32)
@@ -649,15 +688,21 @@ class _GapColumns:
         self.start[at], self.end[at], self.gap[at] = start, end, end - start
         self.kind[at] = GAP_KINDS.index("window_edge")
         for a in (self.prev_stream, self.next_stream, self.next_pid, self.next_corr):
-            a[at] = 0
+            if a.flags.writeable:
+                a[at] = 0
         self.api[at] = self.api_categories.index("")
 
     def frame(self, n: int, edge: np.ndarray | None) -> pd.DataFrame:
         """GAP_COLUMNS of the first ``n`` rows; ``edge`` marks the window-edge rows (their
         next_* are <NA>; None: no edge, plain int64 columns as :func:`_merge_sorted` leaves
-        them)."""
+        them). The four next_*/prev_* columns share one read-only mask (10M gaps: 30 MB
+        less than a copy each; a write into one raises instead of changing the others). The
+        caller gives ``edge`` up."""
+        if edge is not None:
+            edge.flags.writeable = False
+
         def ints(a: np.ndarray):
-            return a[:n] if edge is None else pd.arrays.IntegerArray(a[:n], edge.copy())
+            return a[:n] if edge is None else pd.arrays.IntegerArray(a[:n], edge)
 
         cols = {
             "device_id": self.dev[:n], "start_ns": self.start[:n], "end_ns": self.end[:n],
@@ -965,13 +1010,13 @@ def _edge_gaps(ops: pd.DataFrame, window: tuple[int, int] | None,
     return pd.DataFrame(data, copy=False)
 
 
-def _device_table(ops, gaps, window, busy=None) -> pd.DataFrame:
-    """``busy``: ``union_busy(ops, ["device_id"])`` when the caller has it already."""
+def _device_table(busy, gaps, window) -> pd.DataFrame:
+    """``busy``: ``union_busy(ops, ["device_id"])`` of the ops (None: there is none)."""
     cols = ["device_id", "window_start_ns", "window_end_ns", "window_ns", "busy_ns", "idle_ns",
             "idle_pct", "gap_count", "gap_p50_ns", "gap_p95_ns", "gap_max_ns"]
-    if ops.empty:
+    if busy is None:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
-    u = busy if busy is not None else union_busy(ops, ["device_id"])
+    u = busy
     g_dev = gaps["device_id"].to_numpy()
     g_ns = gaps["gap_ns"]
     g_ns = g_ns.to_numpy() if g_ns.dtype == np.int64 else g_ns

@@ -14,7 +14,7 @@ import pandas as pd
 
 from cgprof import schema as S
 from cgprof.metrics.intervals import arrays_sorted, sort_stable
-from cgprof.trace import Trace, start_end_order
+from cgprof.trace import Trace, constant_value, start_end_order
 
 KIND_KERNEL = "kernel"
 KIND_MEMCPY = "memcpy"
@@ -57,10 +57,17 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
     for c, at in (("in_graph", 2), ("is_input_copy", 3)):
         parts[c] = [np.full(len(src[0]), src[at], dtype=bool) if isinstance(src[at], bool)
                     else np.asarray(src[at], dtype=bool) for src in sources]
-    masks = _merge_masks(parts["start_ns"], parts["end_ns"])
+    n = sum(len(df) for df, *_ in sources)
     cols: dict[str, np.ndarray] = {}
+    for c in ("device_id", "stream_id", "pid"):
+        # One value in every source (one GPU, one process): the same value in any order, a
+        # trace.constant_view and not a merged copy (10M kernels: 80 MB a column).
+        same = {constant_value(part) for part in parts[c]}
+        if len(same) == 1 and None not in same:
+            del parts[c]
+            cols[c] = np.broadcast_to(np.array(same.pop(), dtype=np.int64), (n,))
+    masks = _merge_masks(parts["start_ns"], parts["end_ns"])
     if masks is not None:  # each column written once, in merged order
-        n = sum(len(df) for df, *_ in sources)
         for c in list(parts):
             out = np.empty(n, dtype=parts[c][0].dtype)
             for mask, part in zip(masks, parts.pop(c), strict=True):
@@ -70,11 +77,13 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
                     out[mask] = part
             cols[c] = out
     else:
-        cols = {c: np.concatenate(parts.pop(c)) for c in list(parts)}
-        order = start_end_order(cols["start_ns"], cols["end_ns"])  # stable, None: in order
+        merged = {c: np.concatenate(parts.pop(c)) for c in list(parts)}
+        order = start_end_order(merged["start_ns"], merged["end_ns"])  # stable, None: in order
         if order is not None:
-            for c in list(cols):
-                cols[c] = cols.pop(c)[order]
+            for c in list(merged):
+                merged[c] = merged.pop(c)[order]
+        cols.update(merged)
+        del merged
         del order
     cols["kind"] = pd.Categorical.from_codes(cols["kind"], dtype=dtype)
     return pd.DataFrame({c: cols.pop(c) for c in OP_COLUMNS}, copy=False)

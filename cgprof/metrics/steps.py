@@ -39,7 +39,7 @@ from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
 )
 from cgprof.metrics.stepchoice import choose_step_ranges as _choose
 from cgprof.metrics.summaries import nvtx_ranges
-from cgprof.trace import Trace
+from cgprof.trace import Trace, take_rows
 
 #: A step is launch-bound when the GPU was busy for less than BUSY_SHARE of the step's host
 #: time and at least WAIT_SHARE of the GPU's idle time in the step was spent waiting for the
@@ -763,8 +763,8 @@ def _launch_steps(ops: pd.DataFrame, calls: pd.DataFrame, live: np.ndarray | Non
     the live calls (None: every call), whose steps are ``step_c``. Whole-trace: every op is
     step 0's."""
     pid_c, corr_c = calls["pid"].to_numpy(), calls["corr_id"].to_numpy()
-    if live is not None:
-        pid_c, corr_c = pid_c[live], corr_c[live]
+    if live is not None:  # one process: pid_c stays a constant_view (10M calls: 80 MB)
+        pid_c, corr_c = take_rows(pid_c, live), corr_c[live]
     dense = _dense_steps(ops["pid"].to_numpy(), ops["corr_id"].to_numpy(), pid_c, corr_c,
                          step_c)
     if dense is not None:  # one process, distinct correlation ids: every call is its key's
@@ -807,7 +807,8 @@ def _launch_steps(ops: pd.DataFrame, calls: pd.DataFrame, live: np.ndarray | Non
         del left, right
         call_steps = pd.DataFrame(
             {"pid": pid_c, "corr_id": corr_c, "step": step_c} if keep is None else
-            {"pid": pid_c[keep], "corr_id": corr_c[keep], "step": step_c[keep]}, copy=False)
+            {"pid": take_rows(pid_c, keep), "corr_id": corr_c[keep], "step": step_c[keep]},
+            copy=False)
     else:  # keys that are not plain int64: pandas' duplicated and a left merge
         c = calls[["pid", "corr_id"]]
         c = (c if live is None else c[live]).reset_index(drop=True)
