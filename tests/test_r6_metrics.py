@@ -168,3 +168,19 @@ def test_an_error_in_the_summaries_thread_reaches_the_caller(monkeypatch):
     assert M._aside_ok(trace)
     with pytest.raises(ValueError, match="summaries broke"):
         M.analyze(trace)
+
+
+def test_an_error_in_the_gaps_thread_reaches_the_caller(monkeypatch):
+    import pytest
+
+    import cgprof.metrics as M
+    from cgprof.trace import load
+
+    def broken(ops, calls, window=None):
+        raise ValueError("gaps broke")
+
+    monkeypatch.setattr(M, "measure_gaps", broken)
+    trace = load(_all_traces()[0], cache=False)
+    assert M._aside_ok(trace)
+    with pytest.raises(ValueError, match="gaps broke"):
+        M.analyze(trace)
