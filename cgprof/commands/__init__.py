@@ -72,9 +72,10 @@ def _keep_freed_memory() -> None:
     freed, and hands the heap's free top back above 128 KiB; the analysis allocates and frees
     column-sized temporaries stage after stage, so each one faults fresh zeroed pages in. With
     blocks up to 32 MiB (what glibc's threshold grows to by itself, later) from the heap and
-    1 GiB of freed heap kept, they are reused: a cached 1M-kernel analysis takes 60k -> 40k
-    page faults on the H200 host and ~0.07 s less (12 interleaved runs, mean 1.37 -> 1.30 s),
-    at ~30 MB more peak RSS; blocks above 32 MiB (a 10M-row trace's columns) are mapped as
+    1 GiB of freed heap kept, they are reused: a cached 1M-kernel analysis took 60k -> 40k
+    page faults on the H200 host and ~0.07 s less (12 interleaved runs, mean 1.37 -> 1.30 s,
+    measured with the threshold at 1 GiB; 32 MiB gives the same page faults on the 2-core
+    machine, 70k -> 50-53k), at ~30 MB more peak RSS; blocks above 32 MiB (a 10M-row trace's columns) are mapped as
     before, and its load still trims between tables (:func:`cgprof.engine.release_memory`).
     Only in a one-command process, which gives all its memory back at exit a moment later;
     glibc only (a no-op elsewhere)."""
