@@ -573,7 +573,27 @@ def probe_sqlite(conn: sqlite3.Connection) -> dict[str, list[str]]:
     return {t: [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')] for t in names}
 
 
-_LIBC: Any = None
+_LIBC: list[Any] = []
+
+
+def glibc() -> Any:
+    """The C library as a ``ctypes.CDLL`` on Linux (loaded once), else None: for
+    ``malloc_trim`` (:func:`release_memory`) and ``mallopt``
+    (:func:`cgprof.commands.heavy_imports`); callers check that the function is there (musl
+    has neither)."""
+    if not _LIBC:
+        import sys
+
+        lib = None
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                lib = ctypes.CDLL("libc.so.6")
+            except OSError:
+                lib = None
+        _LIBC.append(lib)
+    return _LIBC[0]
 
 
 #: Below this many activity rows (kernels + CUDA API calls) :func:`release_memory` keeps what
@@ -595,28 +615,14 @@ def release_arrow_pool() -> None:
 
 def release_memory(rows: int | None = None) -> None:
     """Give the OS back the memory freed since the last call: what Arrow's pool holds but no
-    longer uses (its allocator keeps freed pages for reuse) and, with glibc, the free chunks
-    of the C heap (``malloc_trim``: freed medium-sized arrays otherwise stay in the process).
+    longer uses (:func:`release_arrow_pool`) and, with glibc, the free chunks of the C heap
+    (``malloc_trim``: freed medium-sized arrays otherwise stay in the process).
     Called between the stages of a load and an analysis so that the peak RSS of a 10M-row
     trace is what is alive, not what was. A few ms; a no-op where neither applies, and when
     ``rows`` (the trace's activity rows) is below :data:`RELEASE_MIN_ROWS`."""
     if rows is not None and rows < RELEASE_MIN_ROWS:
         return
-    import sys
-
-    pa = sys.modules.get("pyarrow")
-    if pa is not None:
-        pa.default_memory_pool().release_unused()
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = False
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
-
-                libc = ctypes.CDLL("libc.so.6")
-                _LIBC = libc.malloc_trim if hasattr(libc, "malloc_trim") else False
-            except OSError:
-                _LIBC = False
-    if _LIBC:
-        _LIBC(0)
+    release_arrow_pool()
+    trim = getattr(glibc(), "malloc_trim", None)
+    if trim is not None:
+        trim(0)

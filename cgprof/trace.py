@@ -427,9 +427,10 @@ def _load_strings(src: E.Source) -> pd.Series:
     if S.STRING_IDS not in src.tables:
         return pd.Series(dtype="object")
     cols = src.tables[S.STRING_IDS]
-    if not {"id", "value"} <= set(cols):
+    want = S.READ_COLUMNS[S.STRING_IDS]  # ["id", "value"], as read ahead
+    if not set(want) <= set(cols):
         return pd.Series(dtype="object")
-    tbl = src.read(S.STRING_IDS, ["id", "value"])
+    tbl = src.read(S.STRING_IDS, want)
     ids = tbl.column("id").to_pylist()
     values = tbl.column("value").to_pylist()
     return pd.Series(dict(zip(ids, values, strict=True)), dtype="object")

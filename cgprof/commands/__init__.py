@@ -75,17 +75,14 @@ def _keep_freed_memory() -> None:
     1 GiB of freed heap kept, they are reused: a cached 1M-kernel analysis took 60k -> 40k
     page faults on the H200 host and ~0.07 s less (12 interleaved runs, mean 1.37 -> 1.30 s,
     measured with the threshold at 1 GiB; 32 MiB gives the same page faults on the 2-core
-    machine, 70k -> 50-53k), at ~30 MB more peak RSS; blocks above 32 MiB (a 10M-row trace's columns) are mapped as
-    before, and its load still trims between tables (:func:`cgprof.engine.release_memory`).
-    Only in a one-command process, which gives all its memory back at exit a moment later;
-    glibc only (a no-op elsewhere)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
+    machine, 70k -> 50-53k), at ~30 MB more peak RSS; blocks above 32 MiB (a 10M-row trace's
+    columns) are mapped as before, and its load still trims between tables
+    (:func:`cgprof.engine.release_memory`). Only in a one-command process, which gives all
+    its memory back at exit a moment later; glibc only (a no-op elsewhere)."""
+    from cgprof.engine import glibc
 
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+    mallopt = getattr(glibc(), "mallopt", None)
+    if mallopt is None:  # not Linux, or not glibc (musl has no mallopt)
         return
     mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
     mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
