@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from cgprof.metrics import launches as L
 
@@ -154,33 +155,18 @@ def test_summaries_beside_the_metrics_equal_those_after_them(monkeypatch):
         monkeypatch.undo()
 
 
-def test_an_error_in_the_summaries_thread_reaches_the_caller(monkeypatch):
-    import pytest
-
+@pytest.mark.parametrize("stage", ["kernel_summary", "measure_gaps"])
+def test_an_error_in_a_metrics_thread_reaches_the_caller(stage, monkeypatch):
+    """The summaries' and the gaps' threads (traces up to ASIDE_MAX_ROWS rows) hand their
+    exceptions to analyze's caller."""
     import cgprof.metrics as M
     from cgprof.trace import load
 
-    def broken(trace):
-        raise ValueError("summaries broke")
+    def broken(*args, **kwargs):
+        raise ValueError(f"{stage} broke")
 
-    monkeypatch.setattr(M, "kernel_summary", broken)
+    monkeypatch.setattr(M, stage, broken)
     trace = load(_all_traces()[0], cache=False)
     assert M._aside_ok(trace)
-    with pytest.raises(ValueError, match="summaries broke"):
-        M.analyze(trace)
-
-
-def test_an_error_in_the_gaps_thread_reaches_the_caller(monkeypatch):
-    import pytest
-
-    import cgprof.metrics as M
-    from cgprof.trace import load
-
-    def broken(ops, calls, window=None):
-        raise ValueError("gaps broke")
-
-    monkeypatch.setattr(M, "measure_gaps", broken)
-    trace = load(_all_traces()[0], cache=False)
-    assert M._aside_ok(trace)
-    with pytest.raises(ValueError, match="gaps broke"):
+    with pytest.raises(ValueError, match=f"{stage} broke"):
         M.analyze(trace)
