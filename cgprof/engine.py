@@ -144,8 +144,8 @@ class Source:
         self.keep_reads = True
         #: called with (table, Arrow table) after each read instead of keeping it in ``reads``
         self.spool: Any = None
-        #: reads asked for early (:meth:`read_ahead`): table -> (columns, thread, result box)
-        self._ahead: dict[str, tuple[list[str], Any, dict[str, Any]]] = {}
+        #: reads asked for early (:meth:`read_ahead`): table -> (columns, the read)
+        self._ahead: dict[str, tuple[list[str], InThread]] = {}
         #: tables read so far (not read ahead again)
         self._read_tables: set[str] = set()
 
@@ -171,18 +171,12 @@ class Source:
         so the table is read while the caller builds others, or imports the analysis. A
         source that cannot read in the background (sqlite3 without DuckDB) reads when asked.
         """
-        import threading
-
         if table in self._ahead or table in self._read_tables:
             return
         job = self._ahead_job(table, list(columns))
         if job is None:
             return
-        box: dict[str, Any] = {}
-        thread = threading.Thread(target=_run_into, args=(box, job), daemon=True,
-                                  name=f"cgprof-read-{table}")
-        thread.start()
-        self._ahead[table] = (list(columns), thread, box)
+        self._ahead[table] = (list(columns), InThread(job, name=f"cgprof-read-{table}"))
 
     def read_ahead_activity(self) -> None:
         """:meth:`read_ahead` the columns the loader reads (:data:`cgprof.schema.READ_COLUMNS`,
@@ -202,17 +196,15 @@ class Source:
         ahead = self._ahead.pop(table, None)
         if ahead is None:
             return None
-        asked, thread, box = ahead
-        thread.join()
+        asked, read = ahead
+        read.wait()
         if asked != list(columns):
             return None
-        if "error" in box:
-            raise box["error"]
-        return box["table"]
+        return read.result()
 
     def _join_ahead(self) -> None:
-        for _, thread, _ in self._ahead.values():
-            thread.join()
+        for _, read in self._ahead.values():
+            read.wait()
         self._ahead.clear()
 
     def frame(self, table: str, rebuild: Any = None) -> Any:
@@ -224,11 +216,37 @@ class Source:
         self._join_ahead()
 
 
-def _run_into(box: dict[str, Any], job: Any) -> None:
-    try:
-        box["table"] = job()
-    except BaseException as exc:  # raised again by the read that takes the result
-        box["error"] = exc
+class InThread:
+    """``fn(*args)`` run in a daemon thread from now on; :meth:`result` waits for it and
+    returns its value or raises its exception, in the caller's thread. For the reads ahead
+    (:meth:`Source.read_ahead`) and the metrics that run beside others
+    (:func:`cgprof.metrics.analyze`)."""
+
+    def __init__(self, fn: Any, *args: Any, name: str) -> None:
+        import threading
+
+        self._box: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name=name,
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Any, args: tuple[Any, ...]) -> None:
+        try:
+            self._box["value"] = fn(*args)
+        except BaseException as exc:  # raised again by result(), in the caller's thread
+            self._box["error"] = exc
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Any:
+        self.wait()
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
 
 
 class SqliteSource(Source):
@@ -334,9 +352,9 @@ class SqliteSource(Source):
     def close(self) -> None:
         # Reads ahead nobody took (the command failed first): stop them rather than wait for
         # a 10M-row scan to finish.
-        for table, (_, thread, _) in self._ahead.items():
+        for table, (_, read) in self._ahead.items():
             cur = self._cursors.get(table)
-            if thread.is_alive() and cur is not None:
+            if read.alive() and cur is not None:
                 with contextlib.suppress(Exception):
                     cur.interrupt()
         self._join_ahead()

@@ -595,10 +595,10 @@ def test_prefetch_of_bad_input_is_silent_and_the_load_says_what_is_wrong(content
 def test_a_prefetched_source_no_load_took_is_closed(cache_dir):
     cache.prefetch(TRACES / "mlp_infer_eager.sqlite")
     (early,) = engine._early.values()
-    threads = [t for _, t, _ in early._ahead.values()]
+    reads = [r for _, r in early._ahead.values()]
     engine.drop_early()
     assert not engine._early and not early._ahead
-    assert threads and not any(t.is_alive() for t in threads)
+    assert reads and not any(r.alive() for r in reads)
 
 
 def test_cli_analyze_prefetches_its_trace(cache_dir, tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cgprof.engine import release_arrow_pool, release_memory
+from cgprof.engine import InThread, release_arrow_pool, release_memory
 from cgprof.metrics.coverage import (
     CoverageResult,
     StepLaunches,
@@ -132,33 +132,6 @@ def _aside_ok(trace: Trace) -> bool:
             and len(trace.kernels) + len(trace.runtime) <= ASIDE_MAX_ROWS)
 
 
-class _Aside:
-    """``fn(*args)`` in a thread; :meth:`result` waits for it and returns its value, or raises
-    its exception. For the summaries: they only read the trace, and their time is numpy sorts
-    and reductions that run without the GIL, beside the steps and gaps (1M kernels + 1M API
-    calls on the H200 host: ~0.03 s less wall time, 12 interleaved runs)."""
-
-    def __init__(self, fn: Callable[..., Any], *args: Any):
-        import threading
-
-        self._box: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                self._box["value"] = fn(*args)
-            except BaseException as exc:  # handed to the caller by result()
-                self._box["error"] = exc
-
-        self._thread = threading.Thread(target=run, name="cgprof-summaries", daemon=True)
-        self._thread.start()
-
-    def result(self) -> Any:
-        self._thread.join()
-        if "error" in self._box:
-            raise self._box["error"]
-        return self._box["value"]
-
-
 #: Kernel columns the GPU ops table holds too, in the kernels' row order once the ops of other
 #: kinds are left out (gpu_ops merges sorted sources stably).
 _SHARED_WITH_OPS = ("start_ns", "end_ns", "stream_id", "corr_id")
@@ -254,7 +227,7 @@ def analyze(
     # ASIDE_MAX_ROWS rows, in a thread beside the other metrics instead (the kernels then
     # lend no columns to the gaps: the thread reads them; the gaps get a thread too).
     say("summarising")
-    aside = _Aside(_summaries, trace) if _aside_ok(trace) else None
+    aside = InThread(_summaries, trace, name="cgprof-summaries") if _aside_ok(trace) else None
     if aside is None:
         summaries, ranges = _summaries(trace)
     say("classifying API calls")
@@ -272,7 +245,8 @@ def analyze(
     # Beside the summaries' thread, the gaps get one too (they read the ops and calls only),
     # while this one measures the replays and the coverage (H200 host, cached 1M kernels + 1M
     # API calls, 8 interleaved runs each: mean 1.18 -> 1.10 s).
-    gap_job = _Aside(_measure_span_gaps, ops, calls, span) if aside is not None else None
+    gap_job = (InThread(_measure_span_gaps, ops, calls, span, name="cgprof-gaps")
+               if aside is not None else None)
     # The replays and the coverage before the gaps: the GPU ops table (10M kernels: 0.35 GB)
     # is freed once the gaps are measured, and the replays' and coverage's temporaries never
     # sit beside the gap table (10M cached: the replays' stage peak 3.56 -> 2.46 GB, the
