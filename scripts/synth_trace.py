@@ -623,6 +623,42 @@ def generate(
     }
 
 
+#: Columns holding a process (globalPid/globalTid: the pid sits at bits 24-47) or a GPU.
+_PROCESS_COLS = ("globalPid", "globalTid", "endGlobalTid")
+_DEVICE_COLS = ("deviceId", "srcDeviceId", "dstDeviceId", "cuDevice")
+
+
+def _rank_copy(table: str, col: str, r: int) -> str:
+    """The SQL value of column ``col`` of ``table`` in rank ``r``'s copy of a row."""
+    if col in _PROCESS_COLS:
+        return f"{col} + {r << 24}"
+    if col in _DEVICE_COLS or (table, col) in (("TARGET_INFO_GPU", "id"), ("PROCESSES", "pid")):
+        return f"{col} + {r}"
+    return col
+
+
+def replicate_ranks(path: str | Path, n_ranks: int) -> None:
+    """Make the one-process trace at ``path`` a ``n_ranks``-rank one, as a torchrun launch
+    recorded into one report is: rank r is a copy of every row of the process, as process
+    ``PID + r`` on GPU ``r`` (same clock, same steps, same names)."""
+    conn = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for table in tables:
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            if not any(c in _PROCESS_COLS or c in _DEVICE_COLS for c in cols):
+                continue
+            last = conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
+            for r in range(1, n_ranks):
+                conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT "
+                             f"{', '.join(_rank_copy(table, c, r) for c in cols)} FROM {table} "
+                             f"WHERE rowid <= {last} ORDER BY rowid")
+        conn.commit()
+    finally:
+        conn.close()
+
+
 def _insert_chunks(
     conn: sqlite3.Connection, sql: str, rows: np.ndarray, chunk: int = 200_000
 ) -> None:
@@ -639,14 +675,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-steps", type=int, default=10_000)
     ap.add_argument("--graph-fraction", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-ranks", type=int, default=1,
+                    help="processes (ranks), one GPU each, every one with the counts above "
+                         "(a torchrun launch recorded into one report)")
     ap.add_argument("--force", action="store_true", help="replace an existing file")
     args = ap.parse_args(argv)
+    if args.n_ranks < 1:
+        print("synth_trace: --n-ranks must be >= 1", file=sys.stderr)
+        return 1
     try:
         stats = generate(args.path, args.n_kernels, args.n_runtime, args.n_steps,
                          args.graph_fraction, args.seed, overwrite=args.force)
     except (FileExistsError, ValueError) as exc:
         print(f"synth_trace: {exc}", file=sys.stderr)
         return 1
+    if args.n_ranks > 1:
+        replicate_ranks(args.path, args.n_ranks)
+        stats["bytes"] = args.path.stat().st_size
+        print(f"{args.n_ranks} ranks (processes {PID}..{PID + args.n_ranks - 1}, GPUs "
+              f"0..{args.n_ranks - 1}), each:", end=" ")
     print(
         f"wrote {stats['path']}: {stats['kernels']} kernels, {stats['runtime']} API calls, "
         f"{stats['steps']} steps ({stats['eager_steps']} eager, {stats['graph_steps']} graphed, "

@@ -452,3 +452,36 @@ def test_synth_trace_is_deterministic(synth, tmp_path):
     again = synth_trace.generate(tmp_path / "again.sqlite", n_kernels=3_001, n_runtime=5_000,
                                  n_steps=20)
     assert Path(again["path"]).read_bytes() == path.read_bytes()
+
+
+def test_synth_trace_ranks_are_copies_of_the_process(synth, tmp_path):
+    """--n-ranks 3: three processes, one GPU each, whose analyses are the one-process
+    trace's (same steps, counts, verdict), and counts three times the file's."""
+    import shutil
+
+    import pandas as pd
+
+    import cgprof
+    from cgprof.ranks import analyze_ranks
+
+    mod, path, stats = synth
+    three = tmp_path / "three.sqlite"
+    shutil.copy(path, three)
+    mod.replicate_ranks(three, 3)
+    with ro(three) as conn:
+        one = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+        assert one("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == 3 * 3_001
+        assert one("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME") == 3 * 5_000
+        assert one("SELECT count(*) FROM TARGET_INFO_GPU") == 3
+    rr = analyze_ranks(cgprof.load(three, cache=False))
+    alone = cgprof.analyze(cgprof.load(path, cache=False))
+    assert [(r.rank_id, r.device_ids, r.source) for r in rr.ranks] == [
+        (0, (0,), "device"), (1, (1,), "device"), (2, (2,), "device")]
+    assert len({r.pid for r in rr.ranks}) == 3
+    for r in rr.ranks:
+        assert r.result.info["kernels"] == alone.info["kernels"] == 3_001
+        assert r.result.verdict == alone.verdict
+        mine, base = r.result.steps.steps, alone.steps.steps
+        assert set(mine["pid"]) == {r.pid}
+        ids = [c for c in ("pid", "tid") if c in base]  # the rank's own process and thread
+        pd.testing.assert_frame_equal(mine.drop(columns=ids), base.drop(columns=ids))
