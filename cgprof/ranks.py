@@ -41,8 +41,8 @@ from cgprof.errors import AnalysisError
 from cgprof.trace import GPU_TABLES, Trace, gpu_pids
 
 __all__ = [
-    "Rank", "RankResult", "RanksResult", "CrossRank", "OtherProcesses", "split_ranks",
-    "gpu_pids", "other_processes", "missing_rank",
+    "Rank", "RankHead", "RankResult", "RanksResult", "CrossRank", "OtherProcesses",
+    "split_ranks", "gpu_pids", "other_processes", "missing_rank", "rank_heads", "rank_of",
     "sub_trace", "rank_marker", "assign_rank_ids", "analyze_rank", "analyze_ranks",
     "cross_rank", "reduce_ranks", "RANK_MARKER_DOMAIN", "RANK_MARKER_PREFIX", "COLLECTIVE_TEXT",
 ]
@@ -171,22 +171,45 @@ def assign_rank_ids(markers: Sequence[int | None],
     return list(range(n)), "order"
 
 
+@dataclass
+class RankHead:
+    """A rank's identity, before its sub-trace is cut (:func:`rank_heads`)."""
+
+    rank_id: int
+    pid: int
+    device_ids: tuple[int, ...]
+    source: str
+    marker: int | None
+
+
+def rank_heads(trace: Trace) -> list[RankHead]:
+    """Each process with GPU work, its rank id and GPUs, ordered by rank id: what
+    :func:`split_ranks` gives, without cutting any sub-trace."""
+    pids = gpu_pids(trace)
+    markers = [rank_marker(trace, p) for p in pids]
+    devs = [device_ids(trace, p) for p in pids]
+    ids, source = assign_rank_ids(markers, devs)
+    heads = [RankHead(rank_id=i, pid=p, device_ids=d, source=source, marker=m)
+             for i, p, d, m in zip(ids, pids, devs, markers, strict=True)]
+    return sorted(heads, key=lambda h: h.rank_id)
+
+
+def rank_of(trace: Trace, head: RankHead, alone: bool) -> Rank:
+    """The :class:`Rank` of ``head``: its sub-trace cut from ``trace`` (the whole trace when
+    it is the trace's ``alone`` rank)."""
+    return Rank(rank_id=head.rank_id, pid=head.pid, device_ids=head.device_ids,
+                trace=trace if alone else sub_trace(trace, head.pid), source=head.source,
+                marker=head.marker)
+
+
 def split_ranks(trace: Trace) -> list[Rank]:
     """One :class:`Rank` per process with GPU work, ordered by rank id.
 
     A trace with one such process gives one rank whose trace is the whole trace (so its
-    analysis is exactly that of the file)."""
-    pids = gpu_pids(trace)
-    if len(pids) <= 1:
-        subs = [trace]
-    else:
-        subs = [sub_trace(trace, p) for p in pids]
-    markers = [rank_marker(trace, p) for p in pids]
-    devs = [device_ids(trace, p) for p in pids]
-    ids, source = assign_rank_ids(markers, devs)
-    ranks = [Rank(rank_id=i, pid=p, device_ids=d, trace=t, source=source, marker=m)
-             for i, p, d, t, m in zip(ids, pids, devs, subs, markers, strict=True)]
-    return sorted(ranks, key=lambda r: r.rank_id)
+    analysis is exactly that of the file). Every sub-trace is cut at once: to analyse the
+    ranks one after the other, :func:`analyze_ranks` cuts each as it comes."""
+    heads = rank_heads(trace)
+    return [rank_of(trace, h, len(heads) <= 1) for h in heads]
 
 
 # ---------------------------------------------------------------------------------------
@@ -216,15 +239,28 @@ class RankResult:
     #: The file's processes that are not ranks; carried by the file's first rank only.
     others: OtherProcesses | None = None
 
-    def compact(self) -> RankResult:
-        """The same result without the loaded trace and the per-gap/per-call tables."""
+    def light(self, gap_limit: int | None = None) -> RankResult:
+        """The same result without the rank's sub-trace, its call-to-step map and its gaps
+        over every step (``step_gaps``): what a report of the rank prints stays, its gap
+        list cut to the ``gap_limit`` longest gaps (None: every gap; the JSON document's
+        ``gaps_total`` still counts them all)."""
         r = self.result
         if r.trace is None:
             return self
-        gaps = dataclasses.replace(r.gaps, gaps=r.gaps.gaps.iloc[0:0].copy())
         steps = dataclasses.replace(r.steps, call_steps=r.steps.call_steps.iloc[0:0].copy())
-        small = dataclasses.replace(r, gaps=gaps, steps=steps, trace=None)
+        gaps = r.gaps.longest(gap_limit)
+        small = dataclasses.replace(r, steps=steps, gaps=gaps, trace=None,
+                                    step_gaps=gaps.gaps.iloc[0:0].copy())
         return dataclasses.replace(self, result=small)
+
+    def compact(self) -> RankResult:
+        """The same result without the loaded trace and the per-gap/per-call tables."""
+        lit = self.light()
+        r = lit.result
+        if not len(r.gaps.gaps):
+            return lit
+        gaps = dataclasses.replace(r.gaps, gaps=r.gaps.gaps.iloc[0:0].copy())
+        return dataclasses.replace(lit, result=dataclasses.replace(r, gaps=gaps))
 
 
 def collectives(trace: Trace, result: Any) -> pd.DataFrame:
@@ -471,14 +507,26 @@ def reduce_ranks(paths: Sequence[str], per_file: Sequence[Sequence[RankResult]],
 
 
 def analyze_ranks(trace: Trace, step: str | None = None, skip: int = 0,
-                  min_gap_us: float = 0.0, rank: int | None = None) -> RanksResult:
-    """Split one trace into ranks, analyse each, and compute the cross-rank figures."""
-    ranks = split_ranks(trace)
-    if not ranks:
+                  min_gap_us: float = 0.0, rank: int | None = None,
+                  keep: bool | int = True, gap_limit: int | None = None) -> RanksResult:
+    """Split one trace into ranks, analyse each, and compute the cross-rank figures.
+
+    The ranks are cut and analysed one at a time. ``keep``: which ranks' results stay whole
+    (all: True, none: False, or the one of that rank id); the others are made
+    :meth:`RankResult.light` (``gap_limit``: the gaps each lists) once analysed, so that
+    one rank's sub-trace and temporaries exist at a time, not every rank's (a 4-rank trace
+    of 10M kernels and 10M API calls: 3.97 -> ~2.5 x 10^6 KB peak; docs/engine.md)."""
+    heads = rank_heads(trace)
+    if not heads:
         raise AnalysisError(f"{trace.path}: no process with GPU work, so no ranks")
     path = str(trace.path)
-    results = [analyze_rank(r, path, step=step, skip=skip, min_gap_us=min_gap_us)
-               for r in ranks]
+    results = []
+    for h in heads:
+        r = analyze_rank(rank_of(trace, h, len(heads) <= 1), path, step=step, skip=skip,
+                         min_gap_us=min_gap_us)
+        whole = keep if isinstance(keep, bool) else keep == h.rank_id
+        results.append(r if whole else r.light(gap_limit))
+        del r
     return reduce_ranks([path], [with_others(results, trace, path)], rank=rank)
 
 

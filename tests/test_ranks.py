@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -418,3 +419,82 @@ def test_diff_one_rank_of_a_folder_against_a_trace(tmp_path, two):
     base, cand = doc["baseline"]["headline"], doc["candidate"]["headline"]
     assert base["step_p50_ns"] == cand["step_p50_ns"] == p50 and doc["speedup"] == 1.0
     assert page.read_text().startswith("<!DOCTYPE html>")
+
+
+# --- ranks analysed one at a time (memory) ---------------------------------------------------
+
+
+def _doc(rr, all_gaps: bool = False) -> str:
+    from cgprof.report.json_report import render
+
+    return render([rr], all_gaps=all_gaps)
+
+
+@pytest.mark.parametrize("path", ["two", "ddp_eager", "ddp_graph"])
+def test_light_ranks_print_what_whole_ones_do(request, path, monkeypatch):
+    """Ranks made light as they are analysed (no sub-trace, call-to-step map or gaps over
+    every step; the gap list cut to the longest) give the JSON document and the text report
+    of the whole results, byte for byte, with and without --all-gaps."""
+    from cgprof.report import json_report as jr
+    from cgprof.report import text
+
+    traces = Path(__file__).resolve().parents[1] / "traces"
+    file = {"two": None, "ddp_eager": traces / "ddp_mlp_train_eager.sqlite",
+            "ddp_graph": traces / "ddp_mlp_train_graph.sqlite"}[path]
+    trace = cgprof.load(request.getfixturevalue("two") if file is None else file)
+    monkeypatch.setattr(jr, "GAP_LIST_LIMIT", 3)  # shorter than the gap lists: a real cut
+    whole = analyze_ranks(trace)
+    light = analyze_ranks(trace, keep=False, gap_limit=3)
+    every = analyze_ranks(trace, keep=False, gap_limit=None)
+    assert max(len(r.result.gaps.gaps) for r in whole.ranks) > 3
+    for r, w in zip(light.ranks, whole.ranks, strict=True):
+        assert r.result.trace is None and not len(r.result.steps.call_steps)
+        assert len(r.result.gaps.gaps) <= 3 and not len(r.result.step_gaps)
+        assert r.result.gaps.listed_total == len(w.result.gaps.gaps)
+        assert w.result.trace is not None
+    assert _doc(light) == _doc(whole)
+    assert _doc(every, all_gaps=True) == _doc(whole, all_gaps=True)
+    assert text.render_ranks(light) == text.render_ranks(whole)
+    with pytest.raises(ValueError, match="cut"):
+        _doc(light, all_gaps=True)  # a cut list is never printed as the whole list
+
+
+def test_keep_one_rank_whole(two):
+    trace = cgprof.load(two)
+    rr = analyze_ranks(trace, keep=1)
+    assert [r.result.trace is not None for r in rr.ranks] == [False, True]
+    rr = analyze_ranks(trace, keep=0)  # rank 0, not False
+    assert [r.result.trace is not None for r in rr.ranks] == [True, False]
+
+
+def test_rank_heads_are_split_ranks_without_sub_traces(tmp_path):
+    from cgprof.ranks import rank_heads
+
+    for procs in (TWO, [(100, 0, None), (200, 0, None)], [(100, 0, 5), (200, 1, None)]):
+        trace = cgprof.load(build(tmp_path / f"h{len(list(tmp_path.iterdir()))}.sqlite",
+                                  procs))
+        heads = rank_heads(trace)
+        assert [(h.rank_id, h.pid, h.device_ids, h.source, h.marker) for h in heads] == [
+            (r.rank_id, r.pid, r.device_ids, r.source, r.marker) for r in split_ranks(trace)]
+
+
+def test_cut_gap_list_refuses_to_be_filtered(two):
+    gaps = cgprof.analyze(two).gaps
+    cut = gaps.longest(1)
+    assert len(cut.gaps) == 1 and cut.listed_total == len(gaps.gaps) > 1
+    assert gaps.longest(None) is gaps and gaps.longest(len(gaps.gaps)) is gaps
+    for bad in (lambda: cut.above(0), lambda: cut.longest(None)):
+        with pytest.raises(ValueError, match="cut"):
+            bad()
+
+
+def test_cli_multi_rank_json_is_the_whole_results(tmp_path, two):
+    """`cgprof analyze` of a multi-process trace (ranks made light as they go) writes the
+    document of the whole results, with and without --all-gaps."""
+    whole = analyze_ranks(cgprof.load(two))
+    for flags, all_gaps in (([], False), (["--all-gaps"], True)):
+        out = tmp_path / f"o{len(flags)}.json"
+        res = CliRunner().invoke(main, ["analyze", str(two), "--json", str(out), "--quiet",
+                                        *flags])
+        assert res.exit_code == 0, res.output
+        assert out.read_text() == _doc(whole, all_gaps=all_gaps)

@@ -49,20 +49,26 @@ def _is_trace_dir(path: Path) -> bool:
     return is_trace_dir(path)
 
 
-def _analyze_one(path: Path, step, skip, min_gap_us, rank, say):
-    """One file: its AnalysisResult, or a RanksResult when it holds several ranks."""
+def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = False,
+                 all_gaps: bool = False):
+    """One file: its AnalysisResult, or a RanksResult when it holds several ranks (each
+    rank's sub-trace freed once it is analysed, but the one ``html`` draws: ``rank``'s;
+    each keeps the gaps the JSON document lists)."""
     from cgprof.metrics import analyze
     from cgprof.trace import gpu_pids, load
 
     trace = load(path, say)
     if len(gpu_pids(trace)) > 1:
         from cgprof.ranks import analyze_ranks
+        from cgprof.report.json_report import GAP_LIST_LIMIT
 
-        return analyze_ranks(trace, step=step, skip=skip, min_gap_us=min_gap_us, rank=rank)
+        return analyze_ranks(trace, step=step, skip=skip, min_gap_us=min_gap_us, rank=rank,
+                             keep=rank if html and rank is not None else False,
+                             gap_limit=None if all_gaps else GAP_LIST_LIMIT)
     if rank is not None:
-        from cgprof.ranks import split_ranks
+        from cgprof.ranks import rank_heads
 
-        ids = [r.rank_id for r in split_ranks(trace)]
+        ids = [h.rank_id for h in rank_heads(trace)]
         if rank not in ids:
             known = ", ".join(str(i) for i in ids) or "none"
             raise CgprofError(f"--rank {rank}: no such rank in {path} (ranks: {known})")
@@ -153,7 +159,9 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
         else:
             for path in traces:
                 try:
-                    results.append(_analyze_one(path, step, skip, min_gap_us, rank, say))
+                    results.append(_analyze_one(path, step, skip, min_gap_us, rank, say,
+                                                html=html_out is not None,
+                                                all_gaps=all_gaps))
                 finally:
                     _clear(say)
         one = results[0]

@@ -22,7 +22,7 @@ def _run(path: Path, step, skip, jobs, rank=None):
     and the HTML timeline; a one-process run has only rank 0)."""
     from cgprof.metrics import analyze
     from cgprof.parallel import analyze_files, expand_inputs, is_trace_dir
-    from cgprof.ranks import analyze_ranks, gpu_pids, missing_rank, split_ranks, sub_trace
+    from cgprof.ranks import analyze_ranks, gpu_pids, missing_rank, rank_heads, sub_trace
     from cgprof.trace import load
 
     def fail_unless(ids) -> None:
@@ -43,11 +43,12 @@ def _run(path: Path, step, skip, jobs, rank=None):
         return analyze(trace, step=step, skip=skip)
     trace = load(path)
     if len(gpu_pids(trace)) > 1:
-        if rank is None:
-            return analyze_ranks(trace, step=step, skip=skip)
-        ranks = split_ranks(trace)  # only the rank asked for is analysed
-        fail_unless([r.rank_id for r in ranks])
-        return analyze(next(r for r in ranks if r.rank_id == rank).trace, step=step, skip=skip)
+        if rank is None:  # the ranks' tables are compared: no timeline, no gap list
+            return analyze_ranks(trace, step=step, skip=skip, keep=False, gap_limit=0)
+        heads = rank_heads(trace)  # only the rank asked for is cut and analysed
+        fail_unless([h.rank_id for h in heads])
+        pid = next(h.pid for h in heads if h.rank_id == rank)
+        return analyze(sub_trace(trace, pid), step=step, skip=skip)
     if rank is not None:
         fail_unless([0])
     return analyze(trace, step=step, skip=skip)

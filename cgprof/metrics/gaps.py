@@ -77,15 +77,55 @@ class GapResult:
     histogram: pd.DataFrame
     streams: pd.DataFrame
     min_gap_ns: int
+    #: How many gaps the whole list holds when ``gaps`` keeps only its longest
+    #: (:meth:`longest`); None: ``gaps`` is the whole list.
+    total: int | None = None
+
+    @property
+    def listed_total(self) -> int:
+        """Gaps in the whole list (``gaps_total`` of the JSON document)."""
+        return len(self.gaps) if self.total is None else self.total
+
+    def longest(self, limit: int | None) -> GapResult:
+        """The same result listing only the ``limit`` longest gaps (:func:`longest_gaps`;
+        None: all); :attr:`listed_total` still counts the whole list. What a report prints
+        of a result it keeps past the analysis (a rank's, cgprof.ranks)."""
+        if limit is None or len(self.gaps) <= limit:
+            if limit is None and self.total is not None:
+                raise ValueError("the gap list was cut to its longest gaps")
+            return self
+        return dataclasses.replace(self, gaps=longest_gaps(self.gaps, limit),
+                                   total=self.listed_total)
 
     def above(self, min_gap_ns: int) -> GapResult:
         """The same result listing only gaps longer than ``min_gap_ns`` (totals unchanged)."""
+        if self.total is not None:
+            raise ValueError("the gap list was cut to its longest gaps")
         keep = self.gaps["gap_ns"].to_numpy() > min_gap_ns
         if keep.all() and self.gaps.index.equals(pd.RangeIndex(len(keep))):
             return dataclasses.replace(self, min_gap_ns=min_gap_ns)  # nothing to drop
         listed = self.gaps[keep].reset_index(drop=True)
         return dataclasses.replace(self, gaps=listed, histogram=histogram(listed),
                                    min_gap_ns=min_gap_ns)
+
+
+def longest_gaps(gaps: pd.DataFrame, limit: int | None) -> pd.DataFrame:
+    """The ``limit`` longest rows of a gap table (ties: the earlier row), in the table's own
+    order (device, start); every row when ``limit`` is None or the table is not longer.
+
+    The rows a stable sort by length would put first, without sorting a million gaps: every
+    row longer than the ``limit``-th longest length (one ``np.partition``), then the earliest
+    rows of exactly that length up to ``limit``."""
+    if limit is None or len(gaps) <= limit:
+        return gaps
+    dur = gaps["gap_ns"].to_numpy(dtype=np.int64, na_value=0)
+    if limit <= 0:
+        return gaps.iloc[0:0].reset_index(drop=True)
+    cut = np.partition(dur, len(dur) - limit)[len(dur) - limit]  # the limit-th longest
+    longer = np.flatnonzero(dur > cut)
+    equal = np.flatnonzero(dur == cut)[:limit - len(longer)]
+    keep = np.sort(np.concatenate([longer, equal]))
+    return gaps.take(keep).reset_index(drop=True)
 
 
 def _window_clip(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFrame:

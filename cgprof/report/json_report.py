@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof import __version__
+from cgprof.metrics.gaps import longest_gaps  # noqa: F401  (re-exported: the document's list)
 
 #: Version of the JSON document written by ``cgprof analyze --json`` (bump on breaking change).
 JSON_SCHEMA_VERSION = 1
@@ -20,25 +21,6 @@ JSON_SCHEMA_VERSION = 1
 #: A 10M-kernel trace has ~10M gaps (a 2 GB document); the summaries (per device, by kind,
 #: histogram, per stream, per step) always cover every gap.
 GAP_LIST_LIMIT = 1000
-
-
-def longest_gaps(gaps: pd.DataFrame, limit: int | None = GAP_LIST_LIMIT) -> pd.DataFrame:
-    """The ``limit`` longest rows of a gap table (ties: the earlier row), in the table's own
-    order (device, start); every row when ``limit`` is None or the table is not longer.
-
-    The rows a stable sort by length would put first, without sorting a million gaps: every
-    row longer than the ``limit``-th longest length (one ``np.partition``), then the earliest
-    rows of exactly that length up to ``limit``."""
-    if limit is None or len(gaps) <= limit:
-        return gaps
-    dur = gaps["gap_ns"].to_numpy(dtype=np.int64, na_value=0)
-    if limit <= 0:
-        return gaps.iloc[0:0].reset_index(drop=True)
-    cut = np.partition(dur, len(dur) - limit)[len(dur) - limit]  # the limit-th longest
-    longer = np.flatnonzero(dur > cut)
-    equal = np.flatnonzero(dur == cut)[:limit - len(longer)]
-    keep = np.sort(np.concatenate([longer, equal]))
-    return gaps.take(keep).reset_index(drop=True)
 
 
 def _scalar(v: Any) -> Any:
@@ -358,8 +340,8 @@ def result_to_dict(result: Any, _lazy: bool = False, all_gaps: bool = False) -> 
             "gap_histogram": table(g.histogram),
             "streams": table(g.streams),
             "min_gap_ns": g.min_gap_ns,
-            "gaps": table(longest_gaps(g.gaps, limit)),
-            "gaps_total": int(len(g.gaps)),
+            "gaps": table(g.longest(limit).gaps),
+            "gaps_total": g.listed_total,
             "gaps_limit": limit,
         },
         "replays": {
