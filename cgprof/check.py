@@ -303,27 +303,27 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
     """Figures of a trace or JSON document, one set per rank.
 
     A trace whose GPU work comes from several processes (a ``torchrun`` job in one nsys
-    report) is split into ranks (:func:`cgprof.ranks.split_ranks`) and each rank's sub-trace
-    is analysed on its own, as ``cgprof analyze`` does; ``only`` analyses just that rank of
-    such a trace (none when it has no such rank). A JSON document is a baseline file (one set
-    of figures, or ``ranks``) or the ``cgprof analyze --json`` document of one trace or of a
-    multi-rank run (every trace document with its ``rank``)."""
+    report) is split into ranks (:func:`cgprof.ranks.rank_heads`) and each rank's sub-trace
+    is cut and analysed on its own, one at a time, as ``cgprof analyze`` does; ``only``
+    analyses just that rank of such a trace (none when it has no such rank). A JSON document
+    is a baseline file (one set of figures, or ``ranks``) or the ``cgprof analyze --json``
+    document of one trace or of a multi-rank run (every trace document with its ``rank``)."""
     path = Path(path)
     if path.is_file() and _is_json(path):
         return _json_run(_load_json(path))
     from cgprof.metrics import analyze
-    from cgprof.ranks import analyze_rank, gpu_pids, split_ranks
+    from cgprof.ranks import analyze_rank, gpu_pids, rank_heads, rank_of
     from cgprof.trace import load
 
     trace = load(path)
     if len(gpu_pids(trace)) <= 1:
         return RunFigures({0: figures(analyze(trace, step=step, skip=skip))}, False, [0])
-    ranks = split_ranks(trace)
-    ids = [r.rank_id for r in ranks]
-    chosen = [r for r in ranks if only is None or r.rank_id == only]
-    return RunFigures({r.rank_id: figures(analyze_rank(r, str(path), step=step,
-                                                       skip=skip).result) for r in chosen},
-                      True, ids)
+    heads = rank_heads(trace)
+    ids = [h.rank_id for h in heads]
+    chosen = [h for h in heads if only is None or h.rank_id == only]
+    return RunFigures({h.rank_id: figures(analyze_rank(rank_of(trace, h, False), str(path),
+                                                       step=step, skip=skip).result)
+                       for h in chosen}, True, ids)
 
 
 def run_baseline_document(run: RunFigures, source: str) -> dict[str, Any]:

@@ -28,8 +28,9 @@ from cgprof.ranks import (
     RankResult,
     RanksResult,
     analyze_rank,
+    rank_heads,
+    rank_of,
     reduce_ranks,
-    split_ranks,
     with_others,
 )
 
@@ -103,11 +104,12 @@ def analyze_file(path: str, step: str | None = None, skip: int = 0,
 
     try:
         trace = load(path)
-        ranks = split_ranks(trace)
-        if not ranks:
+        heads = rank_heads(trace)
+        if not heads:
             raise TraceError(f"{path}: no process with GPU work, so no rank")
-        out = [analyze_rank(r, str(path), step=step, skip=skip, min_gap_us=min_gap_us).compact()
-               for r in ranks]
+        # one rank's sub-trace at a time (each result compact before the next is cut)
+        out = [analyze_rank(rank_of(trace, h, len(heads) <= 1), str(path), step=step,
+                            skip=skip, min_gap_us=min_gap_us).compact() for h in heads]
         out = with_others(out, trace, str(path))
     except CgprofError:
         raise
