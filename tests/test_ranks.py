@@ -498,3 +498,31 @@ def test_cli_multi_rank_json_is_the_whole_results(tmp_path, two):
                                         *flags])
         assert res.exit_code == 0, res.output
         assert out.read_text() == _doc(whole, all_gaps=all_gaps)
+
+
+def test_light_ranks_free_their_sub_traces(two, monkeypatch):
+    """No sub-trace outlives its rank's analysis but the kept one (weak references)."""
+    import gc
+    import weakref
+
+    from cgprof import ranks as R
+
+    cut: list[weakref.ref] = []
+    real = R.rank_of
+
+    def spy(trace, head, alone):
+        rank = real(trace, head, alone)
+        cut.append(weakref.ref(rank.trace))
+        return rank
+
+    monkeypatch.setattr(R, "rank_of", spy)
+    trace = cgprof.load(two)
+    light = analyze_ranks(trace, keep=False)
+    gc.collect()
+    assert len(cut) == 2 and all(ref() is None for ref in cut)
+    cut.clear()
+    kept = analyze_ranks(trace, keep=1)
+    gc.collect()
+    assert [ref() is not None for ref in cut] == [False, True]
+    assert kept.ranks[1].result.trace is cut[1]()
+    assert light.ranks[0].result.trace is None
