@@ -291,11 +291,12 @@ def collectives(trace: Trace, result: Any) -> pd.DataFrame:
 
 
 def analyze_rank(rank: Rank, path: str, step: str | None = None, skip: int = 0,
-                 min_gap_us: float = 0.0) -> RankResult:
-    """Analyse one rank's sub-trace with :func:`cgprof.metrics.analyze`."""
+                 min_gap_us: float = 0.0, progress: Any = None) -> RankResult:
+    """Analyse one rank's sub-trace with :func:`cgprof.metrics.analyze` (``progress``: its
+    stage messages)."""
     from cgprof.metrics import analyze
 
-    res = analyze(rank.trace, step=step, skip=skip, min_gap_us=min_gap_us)
+    res = analyze(rank.trace, step=step, skip=skip, min_gap_us=min_gap_us, progress=progress)
     return RankResult(rank_id=rank.rank_id, pid=rank.pid, device_ids=rank.device_ids,
                       path=path, marker=rank.marker, result=res,
                       collectives=collectives(rank.trace, res), source=rank.source)
@@ -508,26 +509,34 @@ def reduce_ranks(paths: Sequence[str], per_file: Sequence[Sequence[RankResult]],
 
 def analyze_ranks(trace: Trace, step: str | None = None, skip: int = 0,
                   min_gap_us: float = 0.0, rank: int | None = None,
-                  keep: bool | int = True, gap_limit: int | None = None) -> RanksResult:
+                  keep: bool | int = True, gap_limit: int | None = None,
+                  progress: Any = None) -> RanksResult:
     """Split one trace into ranks, analyse each, and compute the cross-rank figures.
 
     The ranks are cut and analysed one at a time. ``keep``: which ranks' results stay whole
     (all: True, none: False, or the one of that rank id); the others are made
     :meth:`RankResult.light` (``gap_limit``: the gaps each lists) once analysed, so that
     one rank's sub-trace and temporaries exist at a time, not every rank's (a 4-rank trace
-    of 10M kernels and 10M API calls: 3.97 -> ~2.5 x 10^6 KB peak; docs/engine.md)."""
+    of 10M kernels and 10M API calls: 3.97 -> ~2.5 x 10^6 KB peak; docs/engine.md).
+    ``progress``: called with each stage message, prefixed ``rank ID (i/n):``."""
     heads = rank_heads(trace)
     if not heads:
         raise AnalysisError(f"{trace.path}: no process with GPU work, so no ranks")
     path = str(trace.path)
     results = []
-    for h in heads:
+    for i, h in enumerate(heads):
+        say = None if progress is None else _prefixed(progress, f"rank {h.rank_id} "
+                                                                f"({i + 1}/{len(heads)}): ")
         r = analyze_rank(rank_of(trace, h, len(heads) <= 1), path, step=step, skip=skip,
-                         min_gap_us=min_gap_us)
+                         min_gap_us=min_gap_us, progress=say)
         whole = keep if isinstance(keep, bool) else keep == h.rank_id
         results.append(r if whole else r.light(gap_limit))
         del r
     return reduce_ranks([path], [with_others(results, trace, path)], rank=rank)
+
+
+def _prefixed(progress: Any, prefix: str) -> Any:
+    return lambda msg: progress(prefix + msg)
 
 
 def with_others(results: Sequence[RankResult], trace: Trace, path: str) -> list[RankResult]:

@@ -526,3 +526,12 @@ def test_light_ranks_free_their_sub_traces(two, monkeypatch):
     assert [ref() is not None for ref in cut] == [False, True]
     assert kept.ranks[1].result.trace is cut[1]()
     assert light.ranks[0].result.trace is None
+
+
+def test_rank_progress_names_each_rank(two):
+    said: list[str] = []
+    rr = analyze_ranks(cgprof.load(two), keep=False, progress=said.append)
+    assert [r.rank_id for r in rr.ranks] == [0, 1]
+    firsts = [m for m in said if m.endswith("summarising")]
+    assert firsts == ["rank 0 (1/2): summarising", "rank 1 (2/2): summarising"]
+    assert said.index(firsts[1]) > said.index("rank 0 (1/2): measuring GPU gaps")

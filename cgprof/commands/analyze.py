@@ -64,7 +64,7 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = Fal
 
         return analyze_ranks(trace, step=step, skip=skip, min_gap_us=min_gap_us, rank=rank,
                              keep=rank if html and rank is not None else False,
-                             gap_limit=None if all_gaps else GAP_LIST_LIMIT)
+                             gap_limit=None if all_gaps else GAP_LIST_LIMIT, progress=say)
     if rank is not None:
         from cgprof.ranks import rank_heads
 
