@@ -33,6 +33,8 @@ import pandas as pd
 
 from cgprof.errors import AnalysisError, CgprofError
 from cgprof.metrics import AnalysisResult
+from cgprof.metrics.coverage import call_steps_of, step_positions
+from cgprof.metrics.intervals import counts_by_code, sums_by_code
 from cgprof.metrics.launches import FAMILIES, api_calls
 from cgprof.trace import Trace
 
@@ -385,7 +387,6 @@ def view(
     step_ids = st["step"].to_numpy(np.int64)
     pos_of_step = pd.Series(np.arange(len(st), dtype=np.int64), index=step_ids)
     call_steps = result.steps.call_steps
-    in_window = call_steps[call_steps["step"].isin(step_ids)]
 
     # Gaps whose start lies in the union of the window steps' extents.
     starts = st["start_ns"].to_numpy(np.int64)
@@ -394,15 +395,17 @@ def view(
     gpos = _assign(starts, ext_cummax, gaps["start_ns"].to_numpy(np.int64))
     wgaps = gaps[gpos >= 0].assign(step=step_ids[gpos[gpos >= 0]]).reset_index(drop=True)
 
-    rep = result.replays.replays.merge(in_window, on=["pid", "corr_id"], how="inner")
+    # Each frame's rows whose (pid, corr_id) is a window step's call, with that step: what
+    # an inner merge with the window's call_steps gives (call_steps holds each pair once),
+    # without factorising its every row for each frame (10M kernels: GBs and seconds).
+    rep = _in_steps(result.replays.replays, call_steps, step_ids)
     rep = rep.sort_values("replay", kind="stable").reset_index(drop=True)
     rep["i"] = pos_of_step.reindex(rep["step"].to_numpy()).to_numpy(np.int64)
 
     hidden = st["kernels"].isna().to_numpy(dtype=bool)
     visible_steps = step_ids[~hidden]
-    kern = result.trace.kernels[["pid", "corr_id", "name", "dur_ns"]].merge(
-        call_steps, on=["pid", "corr_id"], how="inner")
-    kern = kern[kern["step"].isin(visible_steps)]
+    kern = _in_steps(result.trace.kernels[["pid", "corr_id", "name", "dur_ns"]], call_steps,
+                     visible_steps)
     n_vis = len(visible_steps)
     if len(kern):
         g = kern.groupby("name", sort=False, observed=True)["dur_ns"]
@@ -422,15 +425,12 @@ def view(
                            "avg_ns": pd.Series(dtype="float64")})
 
     calls = cached_api_calls(result.trace)
-    calls = calls[~calls["in_capture"]][["pid", "corr_id", "family", "dur_ns"]].merge(
-        in_window, on=["pid", "corr_id"], how="inner")
+    calls = _in_steps(calls[["pid", "corr_id", "family", "dur_ns"]], call_steps, step_ids,
+                      ~calls["in_capture"].to_numpy(dtype=bool))
     fam_rows = []
-    per = calls.groupby(calls["family"].astype(object), sort=False)["dur_ns"].agg(["size", "sum"])
-    for f in FAMILIES:
-        if f in per.index:
-            n_calls = int(per.at[f, "size"])
-            fam_rows.append({"family": f, "calls": n_calls, "calls_per_step": n_calls / len(st),
-                             "host_ns": int(per.at[f, "sum"])})
+    for f, n_calls, host_ns in _per_family(calls["family"], calls["dur_ns"]):
+        fam_rows.append({"family": f, "calls": n_calls, "calls_per_step": n_calls / len(st),
+                         "host_ns": host_ns})
     families = pd.DataFrame(fam_rows, columns=["family", "calls", "calls_per_step", "host_ns"])
 
     hist = _gap_hist(wgaps)
@@ -461,10 +461,39 @@ def view(
                    left_out=left_out)
 
 
+def _in_steps(df: pd.DataFrame, call_steps: pd.DataFrame, steps: np.ndarray,
+              keep: np.ndarray | None = None) -> pd.DataFrame:
+    """``df[keep].merge(call_steps[call_steps.step in steps], on=["pid", "corr_id"])``: the
+    rows of ``df`` (those ``keep`` marks) launched by a call of those steps, in ``df``'s
+    order, with its ``step``."""
+    step = call_steps_of(df, call_steps)
+    rows = step_positions(step, np.unique(steps)) >= 0
+    if keep is not None:
+        rows &= keep
+    return df[rows].assign(step=step[rows]).reset_index(drop=True)
+
+
+def _per_family(family: pd.Series, dur: pd.Series) -> list[tuple[str, int, int]]:
+    """(family, calls, host ns) of each of FAMILIES that has calls, in FAMILIES' order."""
+    if isinstance(family.dtype, pd.CategoricalDtype) and dur.dtype == np.int64:
+        cats = [str(c) for c in family.cat.categories]
+        codes = family.cat.codes.to_numpy()
+        known = codes >= 0
+        codes, values = (codes, dur.to_numpy()) if known.all() else (
+            codes[known], dur.to_numpy()[known])
+        count = counts_by_code(codes, len(cats))
+        total = sums_by_code(codes, values, len(cats))
+        per = {c: (int(count[i]), int(total[i])) for i, c in enumerate(cats) if count[i]}
+    else:
+        g = dur.groupby(family.astype(object), sort=False).agg(["size", "sum"])
+        per = {f: (int(g.at[f, "size"]), int(g.at[f, "sum"])) for f in g.index}
+    return [(f, *per[f]) for f in FAMILIES if f in per]
+
+
 def _gap_hist(gaps: pd.DataFrame) -> pd.DataFrame:
     edges = np.array(GAP_BIN_EDGES_US, dtype=np.float64)
-    g = gaps[(gaps["kind"] != "window_edge").to_numpy(dtype=bool)]
-    v = g["gap_ns"].to_numpy(dtype=np.float64)
+    inner = (gaps["kind"] != "window_edge").to_numpy(dtype=bool)
+    v = gaps["gap_ns"].to_numpy(dtype=np.float64)[inner]
     b = np.clip(np.searchsorted(edges, v / 1000.0, "right") - 1, 0, len(edges) - 2)
     count = np.bincount(b, minlength=len(edges) - 1)
     total = np.bincount(b, weights=v, minlength=len(edges) - 1)

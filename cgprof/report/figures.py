@@ -109,47 +109,88 @@ def _base_layout(title: str, height: int) -> dict[str, Any]:
 _EVENT_COLUMNS = ["row", "cat", "start_ns", "end_ns", "name", "detail"]
 
 
-def _events(v: RunView, t0: int, t1: int, text: bool = True) -> pd.DataFrame:
+def _overlapping(df: pd.DataFrame, t0: int, t1: int) -> np.ndarray:
+    """Which rows of ``df`` overlap [t0, t1): the events a timeline of that span draws."""
+    s, e = df["start_ns"].to_numpy(np.int64), df["end_ns"].to_numpy(np.int64)
+    return (e > t0) & (s < t1)
+
+
+def _host_threads(tid: np.ndarray) -> list[int]:
+    """The MAX_HOST_ROWS threads with the most calls (ties: the lower thread id) whose rows
+    a timeline draws."""
+    threads, counts = np.unique(tid, return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    return [int(t) for t in threads[order[:MAX_HOST_ROWS]]]
+
+
+def _nvtx_spans(tr: Any) -> pd.DataFrame:
+    nv = nvtx_ranges(tr)
+    return nv.assign(end_ns=nv["end_ns"].astype("int64"))
+
+
+def _event_sources(v: RunView) -> list[Any]:
+    """The frames whose rows are a run's timeline events, in drawing order (each a frame or
+    a function making it): steps, NVTX ranges, API calls, kernels, copies, memsets, graph
+    replays, idle gaps. :func:`_events` draws their rows; :func:`_event_starts` counts."""
+    tr = v.result.trace
+    return [v.steps, lambda: _nvtx_spans(tr), lambda: cached_api_calls(tr), tr.kernels,
+            tr.memcpy, tr.memset, tr.graph_trace, v.result.step_gaps]
+
+
+def _event_starts(v: RunView, t0: int, t1: int) -> list[np.ndarray]:
+    """The start times of the events :func:`_events` gives for [t0, t1), one sorted array
+    per source: what counting them needs, without a frame of every event (a 10M-kernel
+    trace: ~30M events, 11 GB and ~100 s as one sorted frame)."""
+    out = []
+    for n, src in enumerate(_event_sources(v)):
+        df = src() if callable(src) else src
+        hit = _overlapping(df, t0, t1)
+        if n == 2 and hit.any():  # API calls: the busiest threads' rows only
+            tid = df["tid"].to_numpy(np.int64)
+            hit &= np.isin(tid, _host_threads(tid[hit]))
+        starts = df["start_ns"].to_numpy(np.int64)[hit]
+        out.append(starts if _ascending(starts) else np.sort(starts))
+    return out
+
+
+def _ascending(a: np.ndarray) -> bool:
+    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
+
+
+def _events(v: RunView, t0: int, t1: int) -> pd.DataFrame:
     """Every drawable event of the run overlapping [t0, t1), one frame (names not escaped).
 
-    Columns: row, cat, start_ns, end_ns and, with ``text``, name and detail (hover lines).
-    Without ``text`` only what counting needs is built (fast on millions of events)."""
+    Columns: row, cat, start_ns, end_ns, name and detail (hover lines)."""
     tr = v.result.trace
+    steps, nvtx, calls_of, kernels, memcpy, memset, graph_trace, gaps = _event_sources(v)
     parts: list[dict[str, Any]] = []
 
     def clip(df: pd.DataFrame) -> pd.DataFrame:
-        s, e = df["start_ns"].to_numpy(np.int64), df["end_ns"].to_numpy(np.int64)
-        return df[(e > t0) & (s < t1)]
+        return df[_overlapping(df, t0, t1)]
 
-    def add(row: Any, cat: Any, df: pd.DataFrame, name: Any = None, detail: Any = None) -> None:
-        part = {"row": row, "cat": cat, "start_ns": df["start_ns"].to_numpy(np.int64),
-                "end_ns": df["end_ns"].to_numpy(np.int64)}
-        if text:
-            part["name"] = name() if callable(name) else name
-            part["detail"] = detail() if callable(detail) else detail
-        parts.append(part)
+    def add(row: Any, cat: Any, df: pd.DataFrame, name: Any, detail: Any) -> None:
+        parts.append({"row": row, "cat": cat, "start_ns": df["start_ns"].to_numpy(np.int64),
+                      "end_ns": df["end_ns"].to_numpy(np.int64), "name": name,
+                      "detail": detail})
 
     # The host range: a graphed step's GPU work runs long after it, overlapping later steps.
-    st = clip(v.steps)
+    st = clip(steps)
     add("steps", "step", st,
-        lambda: [f"step {s} ({m}), window position {i}" for s, m, i in
-                 zip(st["step"], st["mode"], st["i"], strict=True)],
-        lambda: [f"host range {d / 1000:.3f} us, effective {e / 1000:.3f} us"
-                 for d, e in zip(st["dur_ns"], st["effective_ns"], strict=True)])
+        [f"step {s} ({m}), window position {i}" for s, m, i in
+         zip(st["step"], st["mode"], st["i"], strict=True)],
+        [f"host range {d / 1000:.3f} us, effective {e / 1000:.3f} us"
+         for d, e in zip(st["dur_ns"], st["effective_ns"], strict=True)])
 
-    nv = nvtx_ranges(tr)
-    nv = clip(nv.assign(end_ns=nv["end_ns"].astype("int64")))
+    nv = clip(nvtx())
     if len(nv):
         nv = nv.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable")
-        lanes = (_lanes(nv["start_ns"].to_numpy(np.int64), nv["end_ns"].to_numpy(np.int64))
-                 if text else "NVTX")
-        add(lanes, "NVTX range", nv, lambda: nv["name"].astype(str).to_numpy(),
-            lambda: [f"thread {t}" for t in nv["tid"]])
+        add(_lanes(nv["start_ns"].to_numpy(np.int64), nv["end_ns"].to_numpy(np.int64)),
+            "NVTX range", nv, nv["name"].astype(str).to_numpy(),
+            [f"thread {t}" for t in nv["tid"]])
 
-    calls = clip(cached_api_calls(tr))
+    calls = clip(calls_of())
     if len(calls):
-        counts = calls.groupby("tid").size().sort_values(ascending=False, kind="stable")
-        keep = list(counts.index[:MAX_HOST_ROWS])
+        keep = _host_threads(calls["tid"].to_numpy(np.int64))
         calls = calls[calls["tid"].isin(keep)]
         tnames = dict(zip(tr.threads["tid"], tr.threads["name"], strict=False)) if len(
             tr.threads) else {}
@@ -157,38 +198,37 @@ def _events(v: RunView, t0: int, t1: int, text: bool = True) -> pd.DataFrame:
         fam = calls["family"].astype(str)
         add(calls["tid"].map(rowname).to_numpy(),
             fam.map(_FAMILY_CAT).fillna("other API call").to_numpy(), calls,
-            lambda: calls["name"].astype(str).to_numpy(),
-            lambda: [f"corr {c}" + (" (during stream capture: launches nothing)" if cap else "")
-                     for c, cap in zip(calls["corr_id"], calls["in_capture"], strict=True)])
+            calls["name"].astype(str).to_numpy(),
+            [f"corr {c}" + (" (during stream capture: launches nothing)" if cap else "")
+             for c, cap in zip(calls["corr_id"], calls["in_capture"], strict=True)])
 
     def gpu(df: pd.DataFrame, cat: Any, names: Any) -> None:
         df = clip(df)
         if df.empty:
             return
         add([f"GPU {d} stream {s}" for d, s in zip(df["device_id"], df["stream_id"],
-                                                   strict=True)] if text else "GPU",
-            cat(df) if callable(cat) else cat, df, lambda: names(df),
-            lambda: [f"stream {s}, corr {c}" for s, c in zip(df["stream_id"], df["corr_id"],
-                                                             strict=True)])
+                                                   strict=True)],
+            cat(df) if callable(cat) else cat, df, names(df),
+            [f"stream {s}, corr {c}" for s, c in zip(df["stream_id"], df["corr_id"],
+                                                     strict=True)])
 
-    gpu(tr.kernels, lambda k: np.where(k["graph_node_id"].notna().to_numpy(dtype=bool),
-                                       "kernel in graph replay", "kernel"),
+    gpu(kernels, lambda k: np.where(k["graph_node_id"].notna().to_numpy(dtype=bool),
+                                    "kernel in graph replay", "kernel"),
         lambda k: k["name"].astype(str).to_numpy())
-    gpu(tr.memcpy, "memcpy", lambda m: [f"memcpy {b} bytes" for b in m["bytes"]])
-    gpu(tr.memset, "memset", lambda m: [f"memset {b} bytes" for b in m["bytes"]])
-    gpu(tr.graph_trace, "graph replay",
+    gpu(memcpy, "memcpy", lambda m: [f"memcpy {b} bytes" for b in m["bytes"]])
+    gpu(memset, "memset", lambda m: [f"memset {b} bytes" for b in m["bytes"]])
+    gpu(graph_trace, "graph replay",
         lambda g: [f"graph replay (graph {gi})" for gi in g["graph_id"].astype(object)])
 
-    gaps = clip(v.result.step_gaps)
+    gaps = clip(gaps)
     if len(gaps):
-        add([f"GPU {d} idle" for d in gaps["device_id"]] if text else "GPU idle", "idle gap",
-            gaps, lambda: [f"idle: {k}" for k in gaps["kind"].astype(str)],
-            lambda: [f"next call {a}" if a else "" for a in gaps["next_api"].astype(str)])
-    cols = _EVENT_COLUMNS if text else _EVENT_COLUMNS[:4]
-    frames = [pd.DataFrame(p)[cols] for p in parts if len(p["start_ns"])]
+        add([f"GPU {d} idle" for d in gaps["device_id"]], "idle gap", gaps,
+            [f"idle: {k}" for k in gaps["kind"].astype(str)],
+            [f"next call {a}" if a else "" for a in gaps["next_api"].astype(str)])
+    frames = [pd.DataFrame(p)[_EVENT_COLUMNS] for p in parts if len(p["start_ns"])]
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith("_ns") else object)
-                             for c in cols})
+                             for c in _EVENT_COLUMNS})
     ev = pd.concat(frames, ignore_index=True)
     return ev.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
 
@@ -280,25 +320,24 @@ def draw_window(
 ) -> DrawWindow:
     """The longest run of leading window steps whose events fit max_events in every run."""
     total = min(len(v.steps) for v in views)
-    stops, available, frames = [], [], []
+    stops, available, starts = [], [], []
     for v in views:
         st = v.steps.iloc[:total]
         t0 = int(st["start_ns"].iloc[0])
         ends = np.maximum.accumulate(st["extent_end_ns"].to_numpy(np.int64))
-        ev = _events(v, t0, int(ends[-1]), text=False)
-        frames.append(ev)
-        available.append(len(ev))
-        starts = np.sort(ev["start_ns"].to_numpy(np.int64))
-        counts = np.searchsorted(starts, ends, "left")
+        parts = _event_starts(v, t0, int(ends[-1]))
+        starts.append(parts)
+        available.append(sum(len(p) for p in parts))
+        counts = sum(np.searchsorted(p, ends, "left") for p in parts)
         fit = int(np.searchsorted(counts, max_events, "right"))  # steps [0, fit) fit
         stops.append(fit)
     stop = min(stops)
     truncated = stop == 0
     stop = max(stop, 1)
     drawn = []
-    for v, ev in zip(views, frames, strict=True):
+    for v, parts in zip(views, starts, strict=True):
         t1 = int(v.steps["extent_end_ns"].iloc[:stop].max())
-        n = int((ev["start_ns"] < t1).sum())
+        n = sum(int(np.searchsorted(p, t1, "left")) for p in parts)
         drawn.append(min(n, max_events))
     return DrawWindow(first=0, stop=stop, total=total, lengths=[len(v.steps) for v in views],
                       max_events=max_events, drawn=drawn, available=available,

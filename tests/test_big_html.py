@@ -1,0 +1,85 @@
+"""The HTML report's big-trace paths: counting timeline events without a frame of them all,
+and the step window's joins without merging every call-to-step row, checked against the
+frame- and merge-based code they replaced on real traces."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import cgprof
+from cgprof.report import figures as F
+
+D = importlib.import_module("cgprof.diff")
+TRACES = Path(__file__).resolve().parents[1] / "traces"
+NAMES = ["mlp_train_eager", "mlp_train_graph", "resnet18_train_graph",
+         "mlp_train_graph_graphtrace", "compile_train_step", "mlp_serve_graph"]
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def result(request):
+    return cgprof.analyze(TRACES / f"{request.param}.sqlite")
+
+
+def _frame_counts(v, t0: int, t1: int, ends: np.ndarray) -> tuple[int, np.ndarray]:
+    """The old count: every event as one frame, sorted, searched (what _event_starts
+    replaced)."""
+    ev = F._events(v, t0, t1)
+    starts = np.sort(ev["start_ns"].to_numpy(np.int64))
+    return len(ev), np.searchsorted(starts, ends, "left")
+
+
+def test_event_starts_count_what_the_events_frame_holds(result):
+    v = D.view(result, "run", mode="all")
+    st = v.steps
+    ends = np.maximum.accumulate(st["extent_end_ns"].to_numpy(np.int64))
+    for first in (0, len(st) // 2):
+        t0 = int(st["start_ns"].iloc[first])
+        parts = F._event_starts(v, t0, int(ends[-1]))
+        assert all((p[1:] >= p[:-1]).all() for p in parts)
+        n, counts = _frame_counts(v, t0, int(ends[-1]), ends)
+        assert sum(len(p) for p in parts) == n > 0
+        assert np.array_equal(sum(np.searchsorted(p, ends, "left") for p in parts), counts)
+
+
+def test_host_threads_are_the_busiest_ties_lower_first():
+    tid = np.array([5, 3, 3, 9, 9, 1, 7, 7, 8, 8, 2, 2, 4])
+    # counts: 3->2, 9->2, 7->2, 8->2, 2->2, then 1, 4, 5 with 1 call each
+    assert F._host_threads(tid) == [2, 3, 7, 8, 9, 1][:F.MAX_HOST_ROWS]
+    ref = (pd.Series(tid).groupby(tid).size().sort_values(ascending=False, kind="stable")
+           .index[:F.MAX_HOST_ROWS].tolist())
+    assert F._host_threads(tid) == ref
+
+
+def test_in_steps_is_the_inner_merge(result):
+    cs = result.steps.call_steps
+    calls = D.cached_api_calls(result.trace)
+    steps = cs["step"].unique()
+    for pick in (steps, steps[::2], steps[:1], np.array([], dtype=np.int64)):
+        window = cs[cs["step"].isin(pick)]
+        for df in (result.trace.kernels[["pid", "corr_id", "name", "dur_ns"]],
+                   result.replays.replays, calls[["pid", "corr_id", "family", "dur_ns"]]):
+            want = df.merge(window, on=["pid", "corr_id"], how="inner")
+            pd.testing.assert_frame_equal(D._in_steps(df, cs, pick), want)
+        keep = ~calls["in_capture"].to_numpy(dtype=bool)
+        want = calls[keep][["pid", "corr_id", "family", "dur_ns"]].merge(
+            window, on=["pid", "corr_id"], how="inner")
+        got = D._in_steps(calls[["pid", "corr_id", "family", "dur_ns"]], cs, pick, keep)
+        pd.testing.assert_frame_equal(got, want)
+
+
+@pytest.mark.parametrize("as_object", [False, True])
+def test_per_family_is_the_groupby(result, as_object):
+    calls = D.cached_api_calls(result.trace)
+    fam = calls["family"].astype(object) if as_object else calls["family"]
+    per = calls.groupby(calls["family"].astype(object), sort=False)["dur_ns"].agg(
+        ["size", "sum"])
+    want = [(f, int(per.at[f, "size"]), int(per.at[f, "sum"])) for f in D.FAMILIES
+            if f in per.index]
+    assert D._per_family(fam, calls["dur_ns"]) == want and want
