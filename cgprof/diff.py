@@ -386,7 +386,6 @@ def view(
 
     step_ids = st["step"].to_numpy(np.int64)
     pos_of_step = pd.Series(np.arange(len(st), dtype=np.int64), index=step_ids)
-    call_steps = result.steps.call_steps
 
     # Gaps whose start lies in the union of the window steps' extents.
     starts = st["start_ns"].to_numpy(np.int64)
@@ -398,37 +397,21 @@ def view(
     # Each frame's rows whose (pid, corr_id) is a window step's call, with that step: what
     # an inner merge with the window's call_steps gives (call_steps holds each pair once),
     # without factorising its every row for each frame (10M kernels: GBs and seconds).
-    rep = _in_steps(result.replays.replays, call_steps, step_ids)
+    rep = _launched_in(result, "replays", result.replays.replays, step_ids)
     rep = rep.sort_values("replay", kind="stable").reset_index(drop=True)
     rep["i"] = pos_of_step.reindex(rep["step"].to_numpy()).to_numpy(np.int64)
 
     hidden = st["kernels"].isna().to_numpy(dtype=bool)
     visible_steps = step_ids[~hidden]
-    kern = _in_steps(result.trace.kernels[["pid", "corr_id", "name", "dur_ns"]], call_steps,
-                     visible_steps)
-    n_vis = len(visible_steps)
-    if len(kern):
-        g = kern.groupby("name", sort=False, observed=True)["dur_ns"]
-        kt = g.agg(["size", "sum"]).reset_index()
-        kt.columns = ["name", "instances", "total_ns"]
-        kt["name"] = kt["name"].astype(str)
-        kt = kt.groupby("name", sort=True, as_index=False).sum()  # categories may repeat
-        kt["per_step"] = kt["instances"] / n_vis
-        kt["avg_ns"] = kt["total_ns"] / kt["instances"]
-        kt = kt.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
-        kt = kt[["name", "instances", "per_step", "total_ns", "avg_ns"]].reset_index(drop=True)
-    else:
-        kt = pd.DataFrame({"name": pd.Series(dtype=object),
-                           "instances": pd.Series(dtype="int64"),
-                           "per_step": pd.Series(dtype="float64"),
-                           "total_ns": pd.Series(dtype="int64"),
-                           "avg_ns": pd.Series(dtype="float64")})
+    kernels = result.trace.kernels
+    kern = _step_rows(_steps_of(result, "kernels", kernels), visible_steps)
+    kt = _kernel_table(kernels["name"], kernels["dur_ns"], kern, len(visible_steps))
 
     calls = cached_api_calls(result.trace)
-    calls = _in_steps(calls[["pid", "corr_id", "family", "dur_ns"]], call_steps, step_ids,
-                      ~calls["in_capture"].to_numpy(dtype=bool))
+    rows = _step_rows(_steps_of(result, "calls", calls), step_ids)
+    rows &= ~calls["in_capture"].to_numpy(dtype=bool)
     fam_rows = []
-    for f, n_calls, host_ns in _per_family(calls["family"], calls["dur_ns"]):
+    for f, n_calls, host_ns in _per_family(calls["family"], calls["dur_ns"], rows):
         fam_rows.append({"family": f, "calls": n_calls, "calls_per_step": n_calls / len(st),
                          "host_ns": host_ns})
     families = pd.DataFrame(fam_rows, columns=["family", "calls", "calls_per_step", "host_ns"])
@@ -461,30 +444,91 @@ def view(
                    left_out=left_out)
 
 
-def _in_steps(df: pd.DataFrame, call_steps: pd.DataFrame, steps: np.ndarray,
-              keep: np.ndarray | None = None) -> pd.DataFrame:
-    """``df[keep].merge(call_steps[call_steps.step in steps], on=["pid", "corr_id"])``: the
-    rows of ``df`` (those ``keep`` marks) launched by a call of those steps, in ``df``'s
-    order, with its ``step``."""
-    step = call_steps_of(df, call_steps)
-    rows = step_positions(step, np.unique(steps)) >= 0
-    if keep is not None:
-        rows &= keep
+def _launched_in(result: AnalysisResult, name: str, df: pd.DataFrame,
+                 steps: np.ndarray) -> pd.DataFrame:
+    """``df.merge(call_steps[call_steps.step in steps], on=["pid", "corr_id"])`` (``df``: the
+    frame ``name`` of ``result``, or some of its columns): the rows launched by a call of
+    those steps, in ``df``'s order, with its ``step``."""
+    step = _steps_of(result, name, df)
+    rows = _step_rows(step, steps)
     return df[rows].assign(step=step[rows]).reset_index(drop=True)
 
 
-def _per_family(family: pd.Series, dur: pd.Series) -> list[tuple[str, int, int]]:
-    """(family, calls, host ns) of each of FAMILIES that has calls, in FAMILIES' order."""
+def _step_rows(step_of: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Which rows' step (``step_of``, -1: none) is one of ``steps``."""
+    return step_positions(step_of, np.unique(steps)) >= 0
+
+
+_STEPS_OF: dict[tuple[int, str], tuple[weakref.ref, np.ndarray]] = {}
+
+
+def _steps_of(result: AnalysisResult, name: str, df: pd.DataFrame) -> np.ndarray:
+    """``call_steps_of(df, result.steps.call_steps)`` (the step of each row of the frame
+    ``name`` of ``result``: its kernels, its API calls), once per result: the three views
+    of one report (10M kernels: ~1 s each time)."""
+    key = (id(result), name)
+    hit = _STEPS_OF.get(key)
+    if hit is not None and hit[0]() is result and len(hit[1]) == len(df):
+        return hit[1]
+    for k in [k for k, (ref, _) in _STEPS_OF.items() if ref() is None]:
+        del _STEPS_OF[k]
+    step = call_steps_of(df, result.steps.call_steps)
+    _STEPS_OF[key] = (weakref.ref(result), step)
+    return step
+
+
+def _kernel_table(names: pd.Series, dur: pd.Series, rows: np.ndarray,
+                  n_steps: int) -> pd.DataFrame:
+    """Per kernel name of the rows marked: name, instances, per_step (over ``n_steps``),
+    total_ns, avg_ns, longest total first (ties: by name). Categorical names are summed
+    through their codes: no frame of the rows (10M kernels: a GB, seconds)."""
+    if not rows.any():
+        return pd.DataFrame({"name": pd.Series(dtype=object),
+                             "instances": pd.Series(dtype="int64"),
+                             "per_step": pd.Series(dtype="float64"),
+                             "total_ns": pd.Series(dtype="int64"),
+                             "avg_ns": pd.Series(dtype="float64")})
+    if isinstance(names.dtype, pd.CategoricalDtype) and dur.dtype == np.int64:
+        codes = names.cat.codes.to_numpy()[rows]
+        values = dur.to_numpy()[rows]
+        known = codes >= 0  # a kernel without a name is in no group
+        if not known.all():
+            codes, values = codes[known], values[known]
+        n = len(names.cat.categories)
+        count = counts_by_code(codes, n)
+        used = np.flatnonzero(count)
+        kt = pd.DataFrame({"name": names.cat.categories[used],
+                           "instances": count[used].astype(np.int64),
+                           "total_ns": sums_by_code(codes, values, n)[used]})
+    else:
+        g = pd.DataFrame({"name": names[rows], "dur_ns": dur[rows]}).groupby(
+            "name", sort=False, observed=True)["dur_ns"]
+        kt = g.agg(["size", "sum"]).reset_index()
+        kt.columns = ["name", "instances", "total_ns"]
+    kt["name"] = kt["name"].astype(str)
+    kt = kt.groupby("name", sort=True, as_index=False).sum()  # categories may repeat
+    kt["per_step"] = kt["instances"] / n_steps
+    kt["avg_ns"] = kt["total_ns"] / kt["instances"]
+    kt = kt.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
+    return kt[["name", "instances", "per_step", "total_ns", "avg_ns"]].reset_index(drop=True)
+
+
+def _per_family(family: pd.Series, dur: pd.Series,
+                rows: np.ndarray | None = None) -> list[tuple[str, int, int]]:
+    """(family, calls, host ns) of each of FAMILIES that has calls (among ``rows``: a mask,
+    None: all), in FAMILIES' order."""
     if isinstance(family.dtype, pd.CategoricalDtype) and dur.dtype == np.int64:
         cats = [str(c) for c in family.cat.categories]
-        codes = family.cat.codes.to_numpy()
-        known = codes >= 0
-        codes, values = (codes, dur.to_numpy()) if known.all() else (
-            codes[known], dur.to_numpy()[known])
+        codes, values = family.cat.codes.to_numpy(), dur.to_numpy()
+        keep = codes >= 0 if rows is None else rows & (codes >= 0)
+        if not keep.all():
+            codes, values = codes[keep], values[keep]
         count = counts_by_code(codes, len(cats))
         total = sums_by_code(codes, values, len(cats))
         per = {c: (int(count[i]), int(total[i])) for i, c in enumerate(cats) if count[i]}
     else:
+        if rows is not None:
+            family, dur = family[rows], dur[rows]
         g = dur.groupby(family.astype(object), sort=False).agg(["size", "sum"])
         per = {f: (int(g.at[f, "size"]), int(g.at[f, "sum"])) for f in g.index}
     return [(f, *per[f]) for f in FAMILIES if f in per]

@@ -57,21 +57,47 @@ def test_host_threads_are_the_busiest_ties_lower_first():
     assert F._host_threads(tid) == ref
 
 
-def test_in_steps_is_the_inner_merge(result):
+def test_launched_in_is_the_inner_merge(result):
     cs = result.steps.call_steps
     calls = D.cached_api_calls(result.trace)
     steps = cs["step"].unique()
     for pick in (steps, steps[::2], steps[:1], np.array([], dtype=np.int64)):
         window = cs[cs["step"].isin(pick)]
-        for df in (result.trace.kernels[["pid", "corr_id", "name", "dur_ns"]],
-                   result.replays.replays, calls[["pid", "corr_id", "family", "dur_ns"]]):
+        for name, df in (("kernels", result.trace.kernels[["pid", "corr_id", "name", "dur_ns"]]),
+                         ("replays", result.replays.replays),
+                         ("calls", calls[["pid", "corr_id", "family", "dur_ns"]])):
             want = df.merge(window, on=["pid", "corr_id"], how="inner")
-            pd.testing.assert_frame_equal(D._in_steps(df, cs, pick), want)
-        keep = ~calls["in_capture"].to_numpy(dtype=bool)
-        want = calls[keep][["pid", "corr_id", "family", "dur_ns"]].merge(
-            window, on=["pid", "corr_id"], how="inner")
-        got = D._in_steps(calls[["pid", "corr_id", "family", "dur_ns"]], cs, pick, keep)
-        pd.testing.assert_frame_equal(got, want)
+            pd.testing.assert_frame_equal(D._launched_in(result, name, df, pick), want)
+
+
+def _kernel_table_merged(result, visible: np.ndarray) -> pd.DataFrame:
+    """The view's kernel table as round five made it: a merge, then two groupbys."""
+    cs = result.steps.call_steps
+    kern = result.trace.kernels[["pid", "corr_id", "name", "dur_ns"]].merge(
+        cs, on=["pid", "corr_id"], how="inner")
+    kern = kern[kern["step"].isin(visible)]
+    g = kern.groupby("name", sort=False, observed=True)["dur_ns"]
+    kt = g.agg(["size", "sum"]).reset_index()
+    kt.columns = ["name", "instances", "total_ns"]
+    kt["name"] = kt["name"].astype(str)
+    kt = kt.groupby("name", sort=True, as_index=False).sum()
+    kt["per_step"] = kt["instances"] / len(visible)
+    kt["avg_ns"] = kt["total_ns"] / kt["instances"]
+    kt = kt.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
+    return kt[["name", "instances", "per_step", "total_ns", "avg_ns"]].reset_index(drop=True)
+
+
+@pytest.mark.parametrize("as_object", [False, True])
+def test_kernel_table_is_the_merge_and_groupbys(result, as_object):
+    k = result.trace.kernels
+    steps = result.steps.call_steps["step"].unique()
+    step_of = D._steps_of(result, "kernels", k)
+    assert D._steps_of(result, "kernels", k) is step_of  # once per result
+    names = k["name"].astype(object) if as_object else k["name"]
+    for visible in (steps, steps[1::3]):
+        rows = D._step_rows(step_of, visible)
+        got = D._kernel_table(names, k["dur_ns"], rows, len(visible))
+        pd.testing.assert_frame_equal(got, _kernel_table_merged(result, visible))
 
 
 @pytest.mark.parametrize("as_object", [False, True])
@@ -83,3 +109,9 @@ def test_per_family_is_the_groupby(result, as_object):
     want = [(f, int(per.at[f, "size"]), int(per.at[f, "sum"])) for f in D.FAMILIES
             if f in per.index]
     assert D._per_family(fam, calls["dur_ns"]) == want and want
+    rows = np.arange(len(calls)) % 3 == 0
+    sub = calls[rows]
+    per = sub.groupby(sub["family"].astype(object), sort=False)["dur_ns"].agg(["size", "sum"])
+    want = [(f, int(per.at[f, "size"]), int(per.at[f, "sum"])) for f in D.FAMILIES
+            if f in per.index]
+    assert D._per_family(fam, calls["dur_ns"], rows) == want
