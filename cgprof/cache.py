@@ -394,6 +394,8 @@ class Pending:
         frames = trace if isinstance(trace, dict) else trace_frames(trace)
         for table in list(frames):
             df = frames.pop(table)
+            if callable(df):  # Trace.frame_maker: the whole frame, made for this write only
+                df = df()
             if table in OPTIONAL_FRAME_TABLES:
                 try:
                     frame_to_arrow(df)
@@ -524,8 +526,11 @@ def begin(path: Path) -> Pending | None:
 
 
 def trace_frames(trace: Any) -> dict[str, Any]:
-    """nsys table -> the Trace frame built from it, for the tables whose frame is stored."""
-    return {S.KERNEL: trace.kernels, S.RUNTIME: trace.runtime, S.MEMCPY: trace.memcpy,
+    """nsys table -> the Trace frame built from it, for the tables whose frame is stored
+    (the kernels' and API calls': a function that makes it whole, Trace.frame_maker; the
+    file holds the columns a loaded trace derives, as it did before Trace.shed)."""
+    return {S.KERNEL: trace.frame_maker("kernels"), S.RUNTIME: trace.frame_maker("runtime"),
+            S.MEMCPY: trace.memcpy,
             S.MEMSET: trace.memset, S.SYNC: trace.sync, S.GRAPH_TRACE: trace.graph_trace,
             S.NVTX: trace.nvtx}
 

@@ -90,9 +90,97 @@ class Trace:
     @property
     def api_calls(self) -> pd.DataFrame:
         """Runtime rows that are real CUDA runtime/driver calls (eventClass 0 or 1)."""
-        rt = self.runtime
-        real = rt["event_class"].isin(S.API_EVENT_CLASSES).to_numpy(dtype=bool)
-        return rt if real.all() else rt[real]  # no full-size copy when every row is a call
+        return api_rows(self.runtime)
+
+    def stored(self, name: str) -> pd.DataFrame:
+        """The frame ``name`` as this trace holds it: without the :data:`DERIVED` columns
+        that :meth:`shed` left out (read them with :func:`column`). The metrics read this,
+        so that an analysis never makes them again; ``trace.kernels`` makes them."""
+        return self.__dict__[name]
+
+    def restore(self, name: str, df: pd.DataFrame) -> None:
+        """Put back the frame ``name`` (its stored columns) without changing which derived
+        columns are left out of it (``trace.NAME = df`` takes ``df`` as the whole frame)."""
+        self.__dict__[name] = df
+
+    def shed(self) -> None:
+        """Leave the :data:`DERIVED` columns out of the kernel and API-call frames; they are
+        made again, in their places, when the frame is next read as ``trace.kernels`` /
+        ``trace.runtime``. Only for frames whose derived columns the load made by those very
+        expressions (:func:`load` calls it): 10M kernels + 10M API calls hold 240 MB less."""
+        if not len(self.__dict__["kernels"]) + len(self.__dict__["runtime"]):
+            return
+        shed = self.__dict__.setdefault("_shed", {})
+        for name, cols in DERIVED.items():
+            df = self.__dict__[name]
+            drop = [c for c in cols if c in df.columns and df[c].dtype == np.int64
+                    and all(df[s].dtype == np.int64 for s in _DERIVED_FROM[c])]
+            if drop and len(df):
+                shed[name] = shed.get(name) or list(df.columns)
+                self.__dict__[name] = df.drop(columns=drop)
+
+    def frame_maker(self, name: str) -> Callable[[], pd.DataFrame]:
+        """A function that returns the whole frame ``name`` (derived columns included) as it
+        is now, without keeping it: the cache writer's (it writes them all, in a thread)."""
+        df, order = self.__dict__[name], self.__dict__.get("_shed", {}).get(name)
+        return lambda: df if order is None else _with_derived(df, order)
+
+
+#: Columns that follow from others of the same frame, by the expressions the load makes
+#: them with (``dur_ns = end_ns - start_ns``, ``tid = global_tid & ID_MASK``):
+#: :meth:`Trace.shed` leaves them out of what a loaded trace holds.
+DERIVED = {"kernels": ("dur_ns",), "runtime": ("tid", "dur_ns")}
+_DERIVED_FROM = {"dur_ns": ("start_ns", "end_ns"), "tid": ("global_tid",)}
+
+
+def column(df: pd.DataFrame, name: str, rows: np.ndarray | None = None) -> np.ndarray:
+    """Column ``name`` of ``df`` as a numpy array (``rows``: those rows only, positions or a
+    mask); a :data:`DERIVED` column that ``df`` lacks (a stored kernel or API-call frame, or
+    a frame of its columns) is made from the columns it follows from, at those rows only."""
+    def get(c: str) -> np.ndarray:
+        a = df[c].to_numpy()
+        return a if rows is None else a[rows]
+
+    if name in df.columns or name not in _DERIVED_FROM:
+        return get(name)
+    if name == "dur_ns":
+        out = get("end_ns")
+        return out - get("start_ns") if rows is None else np.subtract(
+            out, get("start_ns"), out=out)  # a gathered copy: in place
+    return get("global_tid") & S.ID_MASK
+
+
+def _with_derived(df: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """``df`` with the derived columns it lacks, columns in ``order``."""
+    return pd.DataFrame({c: df[c] if c in df.columns else pd.Series(
+        column(df, c), index=df.index, copy=False) for c in order}, copy=False)
+
+
+def _frame_property(name: str) -> property:
+    def get(self: Trace) -> pd.DataFrame:
+        order = self.__dict__.get("_shed", {}).pop(name, None)
+        if order is not None:  # made once, then held as any frame
+            self.__dict__[name] = _with_derived(self.__dict__[name], order)
+        return self.__dict__[name]
+
+    def put(self: Trace, df: pd.DataFrame) -> None:
+        self.__dict__[name] = df
+        self.__dict__.get("_shed", {}).pop(name, None)
+
+    return property(get, put, doc=f"The {name} frame, every column (see Trace).")
+
+
+# The kernel and API-call frames read through a property (the dataclass's __init__,
+# __eq__ and __repr__ included), which makes the columns Trace.shed left out.
+Trace.kernels = _frame_property("kernels")  # type: ignore[assignment]
+Trace.runtime = _frame_property("runtime")  # type: ignore[assignment]
+
+
+def api_rows(rt: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a runtime frame that are real CUDA runtime/driver calls (eventClass 0 or
+    1): ``rt`` itself when every row is one (no full-size copy)."""
+    real = rt["event_class"].isin(S.API_EVENT_CLASSES).to_numpy(dtype=bool)
+    return rt if real.all() else rt[real]
 
 
 #: The tables whose rows ran on a GPU.
@@ -168,7 +256,7 @@ def gpu_pids(trace: Trace) -> list[int]:
     more than one, and ``cgprof analyze`` reads the trace rank by rank (cgprof.ranks)."""
     pids: set[int] = set()
     for name in GPU_TABLES:
-        df = getattr(trace, name)
+        df = trace.stored(name) if name in DERIVED else getattr(trace, name)
         if len(df):
             pids.update(int(p) for p in distinct_pids(df["pid"]))
     return sorted(pids)
@@ -707,6 +795,15 @@ def load(path: str | Path, progress: Progress | None = None, *,
                 trace = _load_source(sqlite_path, path, say, use_cache)
         else:
             trace = _load_source(path, path, say, use_cache)
+    else:
+        _checked(trace, path)
+    _release_arrow(len(trace.stored("kernels")) + len(trace.stored("runtime")))
+    return trace
+
+
+def _checked(trace: Trace, path: Path) -> None:
+    """Raise :class:`TraceError` for a trace without events or whose tables contradict each
+    other (cgprof.validate), then :meth:`Trace.shed` its derived columns."""
     if trace.kernels.empty and trace.runtime.empty and trace.graph_trace.empty and (
         trace.nvtx.empty or (trace.nvtx["event_type"] == S.NVTX_DOMAIN_CREATE).all()
     ):
@@ -715,8 +812,7 @@ def load(path: str | Path, progress: Progress | None = None, *,
             f"`nsys profile --trace=cuda,nvtx` (or `cgprof record`)?"
         )
     V.validate(trace)
-    _release_arrow(len(trace.kernels) + len(trace.runtime))
-    return trace
+    trace.shed()
 
 
 def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> Trace:
@@ -753,6 +849,9 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> 
             table, col, value = cell
             raise V.damaged(path, f"{table}.{col} holds {V.one_line(value, 40)!r} where nsys "
                                   "writes an integer") from None
+        # Checked (and shed) before the cache entry is written: a trace cgprof refuses gets
+        # no entry, and the writer is handed the frames the analysis keeps.
+        _checked(trace, path)
         if pending is not None:
             done, pending = pending, None
             if C.in_background():

@@ -32,7 +32,7 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
     in_graph (run as part of a graph replay) is_input_copy (a host-to-device copy). Sorted by
     (start_ns, end_ns); the index is a stable op id.
     """
-    k, m, s, g = trace.kernels, trace.memcpy, trace.memset, trace.graph_trace
+    k, m, s, g = trace.stored("kernels"), trace.memcpy, trace.memset, trace.graph_trace
     sources = [
         (k, KIND_KERNEL, k["graph_node_id"].notna(), False),
         (m, KIND_MEMCPY, m["graph_node_id"].notna(), m["copy_kind"] == S.MEMCPY_HTOD),
