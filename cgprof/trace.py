@@ -111,13 +111,21 @@ class Trace:
         if not len(self.__dict__["kernels"]) + len(self.__dict__["runtime"]):
             return
         shed = self.__dict__.setdefault("_shed", {})
+        compact = self.__dict__.setdefault("_compact", {})
         for name, cols in DERIVED.items():
             df = self.__dict__[name]
             drop = [c for c in cols if c in df.columns and df[c].dtype == np.int64
                     and all(df[s].dtype == np.int64 for s in _DERIVED_FROM[c])]
             if drop and len(df):
                 shed[name] = shed.get(name) or list(df.columns)
-                self.__dict__[name] = df.drop(columns=drop)
+                df = df.drop(columns=drop)
+            if len(df) >= COMPACT_MIN_ROWS and name in shed:
+                small = {c: _compacted(df[c]) for c in COMPACT[name] if c in df.columns}
+                small = {c: v for c, v in small.items() if v is not None}
+                if small:
+                    compact[name] = {c: str(df[c].dtype) for c in small}
+                    df = df.assign(**small)
+            self.__dict__[name] = df
 
     def derive_later(self, name: str) -> None:
         """Make the :data:`DERIVED` columns that the frame ``name`` lacks when it is next read
@@ -136,7 +144,8 @@ class Trace:
         """A function that returns the whole frame ``name`` (derived columns included) as it
         is now, without keeping it: the cache writer's (it writes them all, in a thread)."""
         df, order = self.__dict__[name], self.__dict__.get("_shed", {}).get(name)
-        return lambda: df if order is None else _with_derived(df, order)
+        compact = self.__dict__.get("_compact", {}).get(name, {})
+        return lambda: df if order is None else _with_derived(df, order, compact)
 
 
 #: Columns that follow from others of the same frame, by the expressions the load makes
@@ -163,22 +172,75 @@ def column(df: pd.DataFrame, name: str, rows: np.ndarray | None = None) -> np.nd
     return get("global_tid") & S.ID_MASK
 
 
-def _with_derived(df: pd.DataFrame, order: list[str]) -> pd.DataFrame:
-    """``df`` with the derived columns it lacks, columns in ``order``."""
-    return pd.DataFrame({c: df[c] if c in df.columns else pd.Series(
-        column(df, c), index=df.index, copy=False) for c in order}, copy=False)
+#: Integer columns of the stored kernel and API-call frames that hold a few distinct values
+#: (graph node ids, the two event classes, a few threads): from this many rows on,
+#: :meth:`Trace.shed` keeps them as categoricals of those values (int8 codes; read as the
+#: int64 / Int64 column they were). 10M kernels + 10M API calls: 3 x ~80 MB -> 3 x 10 MB.
+#: The analysis reads them as masks (isna, isin) or one temporary int64 array
+#: (``to_numpy()``: the capture and step-thread sweeps).
+COMPACT = {"kernels": ("graph_node_id",), "runtime": ("event_class", "global_tid")}
+COMPACT_MIN_ROWS = 2_000_000
+_COMPACT_MAX = 127  # distinct values: int8 codes
+
+
+def _compacted(col: pd.Series) -> pd.Categorical | None:
+    """A plain int64 column or a nullable Int64 one (not a constant view) as a categorical
+    of its distinct values, None when it holds more than _COMPACT_MAX of them."""
+    if isinstance(col.dtype, np.dtype):
+        if col.dtype != np.int64 or col.to_numpy().strides == (0,):
+            return None
+        codes, uniq = pd.factorize(col.to_numpy(), sort=False)
+    elif isinstance(col.dtype, pd.Int64Dtype) and col.array._data.strides != (0,):
+        codes, uniq = pd.factorize(col.array, sort=False)  # <NA>: code -1
+        uniq = np.asarray(uniq, dtype=np.int64)
+    else:
+        return None
+    if len(uniq) > _COMPACT_MAX:
+        return None
+    return pd.Categorical.from_codes(codes.astype(np.int8), categories=pd.Index(uniq))
+
+
+def _expanded(col: pd.Series, dtype: str) -> Any:
+    """The int64 (``dtype`` "int64") or Int64 column a :func:`_compacted` one was (Int64:
+    0 under <NA>, as the load leaves it)."""
+    codes = col.cat.codes.to_numpy()
+    values = col.cat.categories.to_numpy(np.int64)
+    if dtype == "int64":
+        return values[codes]
+    missing = codes < 0
+    out = values[np.maximum(codes, 0)] if len(values) else np.zeros(len(codes), np.int64)
+    out[missing] = 0
+    return pd.arrays.IntegerArray(out, missing)
+
+
+def _with_derived(df: pd.DataFrame, order: list[str],
+                  compact: dict[str, str] | None = None) -> pd.DataFrame:
+    """``df`` with the derived columns it lacks and its compacted ones as they were (dtype
+    by column in ``compact``), columns in ``order``."""
+    compact = compact or {}
+
+    def whole(c: str) -> Any:
+        if c not in df.columns:
+            return pd.Series(column(df, c), index=df.index, copy=False)
+        if c in compact:
+            return pd.Series(_expanded(df[c], compact[c]), index=df.index, copy=False)
+        return df[c]
+
+    return pd.DataFrame({c: whole(c) for c in order}, copy=False)
 
 
 def _frame_property(name: str) -> property:
     def get(self: Trace) -> pd.DataFrame:
         order = self.__dict__.get("_shed", {}).pop(name, None)
+        compact = self.__dict__.get("_compact", {}).pop(name, None)
         if order is not None:  # made once, then held as any frame
-            self.__dict__[name] = _with_derived(self.__dict__[name], order)
+            self.__dict__[name] = _with_derived(self.__dict__[name], order, compact)
         return self.__dict__[name]
 
     def put(self: Trace, df: pd.DataFrame) -> None:
         self.__dict__[name] = df
         self.__dict__.get("_shed", {}).pop(name, None)
+        self.__dict__.get("_compact", {}).pop(name, None)
 
     return property(get, put, doc=f"The {name} frame, every column (see Trace).")
 

@@ -117,3 +117,53 @@ def test_api_calls_whole_or_without_derived_columns():
     whole = api_calls(trace)
     assert {"tid", "dur_ns"} <= set(whole.columns)
     pdt.assert_frame_equal(whole.drop(columns=["tid", "dur_ns"]), lean, check_exact=True)
+
+
+# ---------------------------------------------------------------------------------------
+# few-valued columns held as categoricals (Trace.shed above COMPACT_MIN_ROWS rows)
+
+
+@pytest.mark.parametrize("name", ["mlp_train_graph", "transformer_train_eager",
+                                  "resnet18_train_graph", "mlp_train_graph_graphtrace"])
+def test_compacted_columns_read_back_and_analyse_the_same(name, monkeypatch):
+    monkeypatch.setenv("CGPROF_NO_CACHE", "1")
+    path = ROOT / "traces" / f"{name}.sqlite"
+    plain = T.load(path)
+    monkeypatch.setattr(T, "COMPACT_MIN_ROWS", 0)
+    small = T.load(path)
+    held = {(f, c) for f, cols in T.COMPACT.items() for c in cols
+            if isinstance(small.stored(f)[c].dtype, pd.CategoricalDtype)}
+    assert ("runtime", "event_class") in held and ("runtime", "global_tid") in held
+    a, b = analyze(plain), analyze(small)
+    assert set(_shed(small)) == {"kernels", "runtime"}  # the analysis read the stored frames
+    for attr in ("launches", "api_summary", "kernel_summary", "step_gaps"):
+        pdt.assert_frame_equal(getattr(a, attr), getattr(b, attr), check_exact=True)
+    pdt.assert_frame_equal(a.replays.replays, b.replays.replays, check_exact=True)
+    pdt.assert_frame_equal(a.steps.steps, b.steps.steps, check_exact=True)
+    pdt.assert_frame_equal(a.steps.call_steps, b.steps.call_steps, check_exact=True)
+    assert a.verdict == b.verdict and a.info == b.info
+    maker = small.frame_maker("runtime")()  # the cache writer's frame: as loaded
+    pdt.assert_frame_equal(maker, plain.runtime, check_exact=True)
+    for f in ("kernels", "runtime"):
+        pdt.assert_frame_equal(getattr(small, f), getattr(plain, f), check_exact=True)
+        assert not isinstance(getattr(small, f)["event_class" if f == "runtime" else
+                                                 "graph_node_id"].dtype, pd.CategoricalDtype)
+
+
+def test_compacted_edge_values():
+    big = np.iinfo(np.int64).max
+    col = pd.Series(np.array([big, -big - 1, 0, big] * 3, dtype=np.int64))
+    cat = T._compacted(col)
+    assert cat.codes.dtype == np.int8
+    assert (T._expanded(pd.Series(cat), "int64") == col.to_numpy()).all()
+    nullable = pd.Series(pd.array([5, None, 2**40, None, 5], dtype="Int64"))
+    back = T._expanded(pd.Series(T._compacted(nullable)), "Int64")
+    pdt.assert_extension_array_equal(back, nullable.array)
+    assert back.to_numpy(dtype=np.int64, na_value=0).tolist() == [5, 0, 2**40, 0, 5]
+    none = pd.Series(pd.array([None, None], dtype="Int64"))
+    pdt.assert_extension_array_equal(T._expanded(pd.Series(T._compacted(none)), "Int64"),
+                                     none.array)
+    many = pd.Series(np.arange(T._COMPACT_MAX + 1, dtype=np.int64))
+    assert T._compacted(many) is None  # more values than int8 codes hold
+    assert T._compacted(pd.Series(T.constant_view(np.full(4, 3, dtype=np.int64)),
+                                  copy=False)) is None
