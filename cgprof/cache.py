@@ -366,9 +366,8 @@ class Pending:
             return
         rebuilt: list[str] = []
         if rebuild is not None and len(df):
-            made = rebuild(df)
-            rebuilt = [c for c, v in made.items() if c in df.columns
-                       and _same_column(df[c], v)]
+            made = rebuild(df)  # (cgprof.trace's makes each column when looked up)
+            rebuilt = [c for c in made if c in df.columns and _same_column(df[c], made[c])]
         try:
             tbl, layout, cats = frame_to_arrow(df, rebuilt)
         except FrameLayoutError:

@@ -18,7 +18,7 @@ timeline shared by CPU and GPU events; the timeline does not start at 0):
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,12 +173,13 @@ def column(df: pd.DataFrame, name: str, rows: np.ndarray | None = None) -> np.nd
 
 
 #: Integer columns of the stored kernel and API-call frames that hold a few distinct values
-#: (graph node ids, the two event classes, a few threads): from this many rows on,
+#: (streams, graph node ids, the two event classes, a few threads): from this many rows on,
 #: :meth:`Trace.shed` keeps them as categoricals of those values (int8 codes; read as the
-#: int64 / Int64 column they were). 10M kernels + 10M API calls: 3 x ~80 MB -> 3 x 10 MB.
+#: int64 / Int64 column they were). 10M kernels + 10M API calls: 4 x ~80 MB -> 4 x 10 MB.
 #: The analysis reads them as masks (isna, isin) or one temporary int64 array
-#: (``to_numpy()``: the capture and step-thread sweeps).
-COMPACT = {"kernels": ("graph_node_id",), "runtime": ("event_class", "global_tid")}
+#: (``to_numpy()``: the capture and step-thread sweeps, the GPU ops' stream ids).
+COMPACT = {"kernels": ("stream_id", "graph_node_id"),
+           "runtime": ("event_class", "global_tid")}
 COMPACT_MIN_ROWS = 2_000_000
 _COMPACT_MAX = 127  # distinct values: int8 codes
 
@@ -986,20 +987,37 @@ def _stored(src: E.Source, table: str, build: Callable[[], pd.DataFrame]) -> pd.
     return build() if df is None else df
 
 
-def _rebuild(table: str, df: pd.DataFrame) -> dict[str, Any]:
+class _Made(Mapping):
+    """Column name -> values, each made when looked up (and not kept): the cache writer
+    checks one rebuilt column at a time (10M API calls: one 80 MB temporary, not four)."""
+
+    def __init__(self, makers: dict[str, Callable[[], Any]]) -> None:
+        self._makers = makers
+
+    def __getitem__(self, name: str) -> Any:
+        return self._makers[name]()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+
+def _rebuild(table: str, df: pd.DataFrame) -> Mapping[str, Any]:
     """The columns of ``table``'s frame that follow from others of ``df``, by the expressions
     the load from nsys's columns uses: the cache stores the others only
     (:meth:`cgprof.cache.Pending.write_frame` checks that each comes out the same)."""
-    out: dict[str, Any] = {}
+    out: dict[str, Callable[[], Any]] = {}
     if "start_ns" in df and "dur_ns" in df and table != S.NVTX:
-        out["end_ns"] = df["start_ns"].to_numpy() + df["dur_ns"].to_numpy()
+        out["end_ns"] = lambda: df["start_ns"].to_numpy() + df["dur_ns"].to_numpy()
     if table == S.RUNTIME:
-        out["pid"] = _pid_from_global(df["global_tid"])
-        out["tid"] = _tid_from_global(df["global_tid"])
+        out["pid"] = lambda: _pid_from_global(df["global_tid"])
+        out["tid"] = lambda: _tid_from_global(df["global_tid"])
         if isinstance(df["name_raw"].dtype, pd.CategoricalDtype):
-            out["name"] = map_categories(df["name_raw"], S.strip_version_suffix)
-            out["nsys_name"] = map_categories(df["name_raw"], S.nsys_api_name)
-    return out
+            out["name"] = lambda: map_categories(df["name_raw"], S.strip_version_suffix)
+            out["nsys_name"] = lambda: map_categories(df["name_raw"], S.nsys_api_name)
+    return _Made(out)
 
 
 def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
