@@ -120,12 +120,38 @@ class Trace:
                 shed[name] = shed.get(name) or list(df.columns)
                 df = df.drop(columns=drop)
             if len(df) >= COMPACT_MIN_ROWS and name in shed:
-                small = {c: _compacted(df[c]) for c in COMPACT[name] if c in df.columns}
+                small = {c: _compacted(df[c]) for c, dtype in COMPACT[name].items()
+                         if c in df.columns and str(df[c].dtype) == dtype}
                 small = {c: v for c, v in small.items() if v is not None}
                 if small:
-                    compact[name] = {c: str(df[c].dtype) for c in small}
+                    compact[name] = compact.get(name, set()) | set(small)
                     df = df.assign(**small)
             self.__dict__[name] = df
+
+    def check_whole(self, check: Callable[[Trace], None]) -> None:
+        """``check(self)`` on the whole frames, then hold them as before (a frame stored
+        without its derived or with compacted columns is not compacted again), then
+        :meth:`shed`."""
+        saved = {n: self.__dict__[n] for n in DERIVED}
+        shed = dict(self.__dict__.get("_shed", {}))
+        compact = dict(self.__dict__.get("_compact", {}))
+        check(self)
+        for n, df in saved.items():
+            if n in shed:  # was stored without its derived columns: stored so again
+                self.__dict__[n] = df
+        self.__dict__["_shed"] = {**self.__dict__.get("_shed", {}), **shed}
+        self.__dict__["_compact"] = {**self.__dict__.get("_compact", {}), **compact}
+        self.shed()
+
+    def hold_compacted(self) -> None:
+        """Take the :data:`COMPACT` columns that the stored frames hold as categoricals of
+        int64 values (the cache stores them so) as compacted: read back as their dtype."""
+        for name, cols in COMPACT.items():
+            df = self.__dict__[name]
+            held = {c for c in cols if c in df.columns and _int_categorical(df[c])}
+            if held and name in self.__dict__.get("_shed", {}):
+                compact = self.__dict__.setdefault("_compact", {})
+                compact[name] = compact.get(name, set()) | held
 
     def derive_later(self, name: str) -> None:
         """Make the :data:`DERIVED` columns that the frame ``name`` lacks when it is next read
@@ -140,12 +166,6 @@ class Trace:
             cols.append("dur_ns")
         self.__dict__.setdefault("_shed", {})[name] = cols
 
-    def frame_maker(self, name: str) -> Callable[[], pd.DataFrame]:
-        """A function that returns the whole frame ``name`` (derived columns included) as it
-        is now, without keeping it: the cache writer's (it writes them all, in a thread)."""
-        df, order = self.__dict__[name], self.__dict__.get("_shed", {}).get(name)
-        compact = self.__dict__.get("_compact", {}).get(name, {})
-        return lambda: df if order is None else _with_derived(df, order, compact)
 
 
 #: Columns that follow from others of the same frame, by the expressions the load makes
@@ -178,8 +198,8 @@ def column(df: pd.DataFrame, name: str, rows: np.ndarray | None = None) -> np.nd
 #: int64 / Int64 column they were). 10M kernels + 10M API calls: 4 x ~80 MB -> 4 x 10 MB.
 #: The analysis reads them as masks (isna, isin) or one temporary int64 array
 #: (``to_numpy()``: the capture and step-thread sweeps, the GPU ops' stream ids).
-COMPACT = {"kernels": ("stream_id", "graph_node_id"),
-           "runtime": ("event_class", "global_tid")}
+COMPACT = {"kernels": {"stream_id": "int64", "graph_node_id": "Int64"},
+           "runtime": {"event_class": "int64", "global_tid": "int64"}}
 COMPACT_MIN_ROWS = 2_000_000
 _COMPACT_MAX = 127  # distinct values: int8 codes
 
@@ -201,6 +221,10 @@ def _compacted(col: pd.Series) -> pd.Categorical | None:
     return pd.Categorical.from_codes(codes.astype(np.int8), categories=pd.Index(uniq))
 
 
+def _int_categorical(col: pd.Series) -> bool:
+    return isinstance(col.dtype, pd.CategoricalDtype) and col.cat.categories.dtype == np.int64
+
+
 def _expanded(col: pd.Series, dtype: str) -> Any:
     """The int64 (``dtype`` "int64") or Int64 column a :func:`_compacted` one was (Int64:
     0 under <NA>, as the load leaves it)."""
@@ -214,17 +238,17 @@ def _expanded(col: pd.Series, dtype: str) -> Any:
     return pd.arrays.IntegerArray(out, missing)
 
 
-def _with_derived(df: pd.DataFrame, order: list[str],
-                  compact: dict[str, str] | None = None) -> pd.DataFrame:
-    """``df`` with the derived columns it lacks and its compacted ones as they were (dtype
-    by column in ``compact``), columns in ``order``."""
-    compact = compact or {}
+def _with_derived(df: pd.DataFrame, order: list[str], name: str,
+                  compact: set[str] | None = None) -> pd.DataFrame:
+    """``df`` (the stored frame ``name``) with the derived columns it lacks and its
+    ``compact`` columns as they were, columns in ``order``."""
+    compact = compact or set()
 
     def whole(c: str) -> Any:
         if c not in df.columns:
             return pd.Series(column(df, c), index=df.index, copy=False)
         if c in compact:
-            return pd.Series(_expanded(df[c], compact[c]), index=df.index, copy=False)
+            return pd.Series(_expanded(df[c], COMPACT[name][c]), index=df.index, copy=False)
         return df[c]
 
     return pd.DataFrame({c: whole(c) for c in order}, copy=False)
@@ -235,7 +259,7 @@ def _frame_property(name: str) -> property:
         order = self.__dict__.get("_shed", {}).pop(name, None)
         compact = self.__dict__.get("_compact", {}).pop(name, None)
         if order is not None:  # made once, then held as any frame
-            self.__dict__[name] = _with_derived(self.__dict__[name], order, compact)
+            self.__dict__[name] = _with_derived(self.__dict__[name], order, name, compact)
         return self.__dict__[name]
 
     def put(self: Trace, df: pd.DataFrame) -> None:
@@ -908,15 +932,15 @@ def load(path: str | Path, progress: Progress | None = None, *,
 def _checked(trace: Trace, path: Path) -> None:
     """Raise :class:`TraceError` for a trace without events or whose tables contradict each
     other (cgprof.validate), then :meth:`Trace.shed` its derived columns."""
-    if trace.kernels.empty and trace.runtime.empty and trace.graph_trace.empty and (
+    if trace.stored("kernels").empty and trace.stored("runtime").empty and (
+        trace.graph_trace.empty) and (
         trace.nvtx.empty or (trace.nvtx["event_type"] == S.NVTX_DOMAIN_CREATE).all()
     ):
         raise TraceError(
             f"{path}: contains no CUDA or NVTX events; was it recorded with "
             f"`nsys profile --trace=cuda,nvtx` (or `cgprof record`)?"
         )
-    V.validate(trace)
-    trace.shed()
+    trace.check_whole(V.validate)
 
 
 def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> Trace:
@@ -1063,8 +1087,9 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     )
     trace = Trace(meta=meta, kernels=kernels, runtime=runtime, memcpy=memcpy, memset=memset,
                   sync=sync, graph_trace=graph_trace, nvtx=nvtx, gpus=gpus, threads=threads)
-    for name in DERIVED:  # read from nsys's tables: made when first read (validate reads them)
+    for name in DERIVED:  # made when first read (validate reads them)
         trace.derive_later(name)
+    trace.hold_compacted()  # a cache entry's few-valued columns
     return trace
 
 

@@ -145,8 +145,6 @@ def test_compacted_columns_read_back_and_analyse_the_same(name, monkeypatch):
     pdt.assert_frame_equal(a.steps.steps, b.steps.steps, check_exact=True)
     pdt.assert_frame_equal(a.steps.call_steps, b.steps.call_steps, check_exact=True)
     assert a.verdict == b.verdict and a.info == b.info
-    maker = small.frame_maker("runtime")()  # the cache writer's frame: as loaded
-    pdt.assert_frame_equal(maker, plain.runtime, check_exact=True)
     for f in ("kernels", "runtime"):
         pdt.assert_frame_equal(getattr(small, f), getattr(plain, f), check_exact=True)
         assert not isinstance(getattr(small, f)["event_class" if f == "runtime" else
@@ -170,3 +168,27 @@ def test_compacted_edge_values():
     assert T._compacted(many) is None  # more values than int8 codes hold
     assert T._compacted(pd.Series(T.constant_view(np.full(4, 3, dtype=np.int64)),
                                   copy=False)) is None
+
+
+@pytest.mark.parametrize("name", ["mlp_train_graph", "resnet18_train_graph"])
+def test_cache_stores_the_frames_as_held(name, tmp_path, monkeypatch):
+    """Format 4: the kernel and API-call frames stored as the trace holds them (no derived
+    column, compacted ones as codes), read back the same and made whole the same."""
+    monkeypatch.setenv("CGPROF_CACHE", str(tmp_path))
+    monkeypatch.setattr(T, "COMPACT_MIN_ROWS", 0)
+    path = ROOT / "traces" / f"{name}.sqlite"
+    first = T.load(path)
+    C.finish_writes()
+    (entry,) = [e for e in tmp_path.iterdir() if not e.name.startswith(".tmp")]
+    cached = T.load(path)
+    assert C.lookup(path) is not None and entry.exists()
+    for f in ("kernels", "runtime"):
+        a, b = first.stored(f), cached.stored(f)
+        assert list(a.columns) == list(b.columns) and list(a.dtypes) == list(b.dtypes)
+        pdt.assert_frame_equal(a, b, check_exact=True)
+        assert cached.__dict__["_compact"].get(f) == first.__dict__["_compact"].get(f)
+    assert cached.__dict__["_compact"]["runtime"] >= {"event_class", "global_tid"}
+    plain = T.load(path, cache=False)
+    monkeypatch.setattr(T, "COMPACT_MIN_ROWS", 10**12)
+    for f in ("kernels", "runtime"):
+        pdt.assert_frame_equal(getattr(cached, f), getattr(plain, f), check_exact=True)
