@@ -70,6 +70,11 @@ class Trace:
                  pid tid global_tid end_global_tid (Int64) range_id payload (Int64)
     gpus         device_id name
     threads      global_tid pid tid name
+
+    A loaded trace holds the kernel and API-call frames without the columns that follow from
+    others (:data:`DERIVED`) and, from :data:`COMPACT_MIN_ROWS` rows, its few-valued integer
+    columns as codes (:data:`COMPACT`): ``trace.kernels`` and ``trace.runtime`` make them as
+    above on first read, once; the metrics read :meth:`stored` and :func:`column`.
     """
 
     meta: TraceMeta
