@@ -7,13 +7,14 @@ read the Parquet files and never open SQLite.
 
 The six activity tables (kernels, CUDA API calls, copies, memsets, syncs, graph replays) are
 stored as the :class:`~cgprof.trace.Trace` frames the first run built from them (sorted,
-names resolved to categorical codes, ``pid``/``tid`` split, ``dur_ns``), as
-``TABLE.frame.parquet``: a cached load reads them back as they are
-(:func:`frame_to_arrow`/:func:`read_frame`) and redoes none of that work, except for the
-columns that follow cheaply from others (``end_ns``, the runtime's ``pid``/``tid`` and
-version-stripped names), which are made again rather than stored. The other tables
-(strings, NVTX, metadata) are stored as the nsys columns read; NVTX also as its frame when
-every value of it can be stored exactly.
+names resolved to categorical codes, ``pid`` split; the kernels and API calls as a loaded
+Trace holds them, without the columns it derives on demand and with its few-valued columns
+as codes: cgprof.trace.DERIVED, COMPACT), as ``TABLE.frame.parquet``: a cached load reads
+them back as they are (:func:`frame_to_arrow`/:func:`read_frame`) and redoes none of that
+work, except for the columns that follow cheaply from others (the copies' ``end_ns``, the
+runtime's ``pid`` and version-stripped names), which are made again rather than stored.
+The other tables (strings, NVTX, metadata) are stored as the nsys columns read; NVTX also
+as its frame when every value of it can be stored exactly.
 
 Entries are keyed by the trace's size, its mtime and a SHA-256 of its first and last
 :data:`PAGE_BYTES` bytes (never a hash of the whole file, which may be GBs), so a changed
@@ -43,7 +44,10 @@ from cgprof.errors import CgprofError, TraceError
 #: Bump when the layout or the columns stored change: old entries are then ignored
 #: (and their key changes too, see :func:`key`). 2: the activity tables as Trace frames.
 #: 3: one-value columns (trace.constant_view) stored as their value in the layout.
-FORMAT_VERSION = 3
+#: 4: the kernel and API-call frames as a loaded Trace holds them (Trace.shed): without
+#: ``dur_ns``/``tid`` (``end_ns`` stored, not rebuilt), few-valued columns as
+#: ``category-int64`` codes.
+FORMAT_VERSION = 4
 PAGE_BYTES = 1 << 16
 MANIFEST = "manifest.json"
 
@@ -150,7 +154,9 @@ def frame_to_arrow(df: Any, rebuilt: Any = ()) -> tuple[Any, list[list[Any]], An
     layout: one ``[column, kind]`` per column, in order; kind is ``int64`` / ``bool``
     (numpy), ``Int64`` (pandas nullable: Arrow nulls), ``object`` / ``object-nan`` (str
     values, missing ones None / float NaN), ``str`` (pandas' string dtype, no missing
-    value), ``category:DTYPE`` (the integer codes; the categories, of pandas dtype DTYPE,
+    value), ``category-int64`` (the codes of a categorical of int64 values, its categories
+    written as text in the categories table), ``category:DTYPE`` (the integer codes; the
+    categories, of pandas dtype DTYPE,
     are rows of the categories table: ``column``, ``value``), or ``constant:int64:VALUE`` /
     ``constant:Int64:null`` (one value in every row, not in the file: an int64 column that
     is a :func:`cgprof.trace.constant_view`, an Int64 column all <NA>; read back as one;
@@ -175,6 +181,12 @@ def frame_to_arrow(df: Any, rebuilt: Any = ()) -> tuple[Any, list[list[Any]], An
             layout.append([c, "rebuilt"])
         elif c in constant:
             layout.append([c, constant[c]])
+        elif isinstance(dtype, pd.CategoricalDtype) and dtype.categories.dtype == np.int64 and (
+                not dtype.ordered):  # a Trace's compacted column (cgprof.trace.COMPACT)
+            arrays.append(pa.array(col.cat.codes.to_numpy()))
+            layout.append([c, "category-int64"])
+            cat_cols += [c] * len(dtype.categories)
+            cat_values += [str(int(v)) for v in dtype.categories]
         elif isinstance(dtype, pd.CategoricalDtype):
             cats = dtype.categories
             if dtype.ordered or not all(isinstance(v, str) for v in cats) or (
@@ -263,6 +275,10 @@ def arrow_to_frame(tbl: Any, layout: list[list[Any]], cats_tbl: Any,
         elif kind.startswith("category:"):
             dtype = pd.CategoricalDtype(pd.Index(cats.get(c, []), dtype=kind[9:]))
             data[c] = pd.Categorical.from_codes(col.to_numpy(), dtype=dtype)
+        elif kind == "category-int64":
+            dtype = pd.CategoricalDtype(pd.Index([int(v) for v in cats.get(c, [])],
+                                                 dtype=np.int64))
+            data[c] = pd.Categorical.from_codes(col.to_numpy(), dtype=dtype)
         else:
             data[c] = col.to_numpy()
             if data[c].dtype != np.dtype(kind):
@@ -318,7 +334,7 @@ def read_frame(src: E.DirSource, table: str, layout: list[list[Any]],
     """The stored frame of ``table`` in the entry ``src`` reads."""
     tbl = src.read(f"{table}.frame", stored_columns(layout))
     cats_tbl = None
-    if any(kind.startswith("category:") for _, kind in layout):
+    if any(kind.startswith("category") for _, kind in layout):
         cats_tbl = src.read(f"{table}.categories", ["column", "value"])
     return arrow_to_frame(tbl, layout, cats_tbl, rebuild)
 
@@ -366,9 +382,8 @@ class Pending:
             return
         rebuilt: list[str] = []
         if rebuild is not None and len(df):
-            made = rebuild(df)
-            rebuilt = [c for c, v in made.items() if c in df.columns
-                       and _same_column(df[c], v)]
+            made = rebuild(df)  # (cgprof.trace's makes each column when looked up)
+            rebuilt = [c for c in made if c in df.columns and _same_column(df[c], made[c])]
         try:
             tbl, layout, cats = frame_to_arrow(df, rebuilt)
         except FrameLayoutError:
@@ -377,9 +392,9 @@ class Pending:
         # Delta-coded integers: sorted times, rising ids and small codes take a few bits a
         # row (1M kernels: 7 MB, not 64), and decode faster than LZ4 over plain values.
         delta = {c: "DELTA_BINARY_PACKED" for c, kind in layout
-                 if kind in ("int64", "Int64") or kind.startswith("category:")}
+                 if kind in ("int64", "Int64") or kind.startswith("category")}
         self._write(f"{table}.frame", tbl, compression="none", column_encoding=delta)
-        if any(kind.startswith("category:") for _, kind in layout):
+        if any(kind.startswith("category") for _, kind in layout):
             self._write(f"{table}.categories", cats)
         self.frames[table] = layout
 
@@ -524,8 +539,11 @@ def begin(path: Path) -> Pending | None:
 
 
 def trace_frames(trace: Any) -> dict[str, Any]:
-    """nsys table -> the Trace frame built from it, for the tables whose frame is stored."""
-    return {S.KERNEL: trace.kernels, S.RUNTIME: trace.runtime, S.MEMCPY: trace.memcpy,
+    """nsys table -> the Trace frame built from it, for the tables whose frame is stored
+    (the kernels' and API calls' as the trace holds them, Trace.stored: without the columns
+    it derives, few-valued ones as categoricals of int64 values, kind ``category-int64``)."""
+    return {S.KERNEL: trace.stored("kernels"), S.RUNTIME: trace.stored("runtime"),
+            S.MEMCPY: trace.memcpy,
             S.MEMSET: trace.memset, S.SYNC: trace.sync, S.GRAPH_TRACE: trace.graph_trace,
             S.NVTX: trace.nvtx}
 

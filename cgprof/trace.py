@@ -18,7 +18,7 @@ timeline shared by CPU and GPU events; the timeline does not start at 0):
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,11 @@ class Trace:
                  pid tid global_tid end_global_tid (Int64) range_id payload (Int64)
     gpus         device_id name
     threads      global_tid pid tid name
+
+    A loaded trace holds the kernel and API-call frames without the columns that follow from
+    others (:data:`DERIVED`) and, from :data:`COMPACT_MIN_ROWS` rows, its few-valued integer
+    columns as codes (:data:`COMPACT`): ``trace.kernels`` and ``trace.runtime`` make them as
+    above on first read, once; the metrics read :meth:`stored` and :func:`column`.
     """
 
     meta: TraceMeta
@@ -90,9 +95,197 @@ class Trace:
     @property
     def api_calls(self) -> pd.DataFrame:
         """Runtime rows that are real CUDA runtime/driver calls (eventClass 0 or 1)."""
-        rt = self.runtime
-        real = rt["event_class"].isin(S.API_EVENT_CLASSES).to_numpy(dtype=bool)
-        return rt if real.all() else rt[real]  # no full-size copy when every row is a call
+        return api_rows(self.runtime)
+
+    def stored(self, name: str) -> pd.DataFrame:
+        """The frame ``name`` as this trace holds it: without the :data:`DERIVED` columns
+        that :meth:`shed` left out (read them with :func:`column`). The metrics read this,
+        so that an analysis never makes them again; ``trace.kernels`` makes them."""
+        return self.__dict__[name]
+
+    def restore(self, name: str, df: pd.DataFrame) -> None:
+        """Put back the frame ``name`` (its stored columns) without changing which derived
+        columns are left out of it (``trace.NAME = df`` takes ``df`` as the whole frame)."""
+        self.__dict__[name] = df
+
+    def shed(self) -> None:
+        """Leave the :data:`DERIVED` columns out of the kernel and API-call frames; they are
+        made again, in their places, when the frame is next read as ``trace.kernels`` /
+        ``trace.runtime``. Only for frames whose derived columns the load made by those very
+        expressions (:func:`load` calls it): 10M kernels + 10M API calls hold 240 MB less."""
+        if not len(self.__dict__["kernels"]) + len(self.__dict__["runtime"]):
+            return
+        shed = self.__dict__.setdefault("_shed", {})
+        compact = self.__dict__.setdefault("_compact", {})
+        for name, cols in DERIVED.items():
+            df = self.__dict__[name]
+            drop = [c for c in cols if c in df.columns and df[c].dtype == np.int64
+                    and all(df[s].dtype == np.int64 for s in _DERIVED_FROM[c])]
+            if drop and len(df):
+                shed[name] = shed.get(name) or list(df.columns)
+                df = df.drop(columns=drop)
+            if len(df) >= COMPACT_MIN_ROWS and name in shed:
+                small = {c: _compacted(df[c]) for c, dtype in COMPACT[name].items()
+                         if c in df.columns and str(df[c].dtype) == dtype}
+                small = {c: v for c, v in small.items() if v is not None}
+                if small:
+                    compact[name] = compact.get(name, set()) | set(small)
+                    df = df.assign(**small)
+            self.__dict__[name] = df
+
+    def check_whole(self, check: Callable[[Trace], None]) -> None:
+        """``check(self)`` on the whole frames, then hold them as before (a frame stored
+        without its derived or with compacted columns is not compacted again), then
+        :meth:`shed`."""
+        saved = {n: self.__dict__[n] for n in DERIVED}
+        shed = dict(self.__dict__.get("_shed", {}))
+        compact = dict(self.__dict__.get("_compact", {}))
+        check(self)
+        for n, df in saved.items():
+            if n in shed:  # was stored without its derived columns: stored so again
+                self.__dict__[n] = df
+        self.__dict__["_shed"] = {**self.__dict__.get("_shed", {}), **shed}
+        self.__dict__["_compact"] = {**self.__dict__.get("_compact", {}), **compact}
+        self.shed()
+
+    def hold_compacted(self) -> None:
+        """Take the :data:`COMPACT` columns that the stored frames hold as categoricals of
+        int64 values (the cache stores them so) as compacted: read back as their dtype."""
+        for name, cols in COMPACT.items():
+            df = self.__dict__[name]
+            held = {c for c in cols if c in df.columns and _int_categorical(df[c])}
+            if held and name in self.__dict__.get("_shed", {}):
+                compact = self.__dict__.setdefault("_compact", {})
+                compact[name] = compact.get(name, set()) | held
+
+    def derive_later(self, name: str) -> None:
+        """Make the :data:`DERIVED` columns that the frame ``name`` lacks when it is next read
+        as ``trace.NAME``, in the places the load from nsys's tables gives them (kernels:
+        dur_ns last; API calls: tid after pid, dur_ns last)."""
+        cols = list(self.__dict__[name].columns)
+        if set(DERIVED[name]) <= set(cols):
+            return
+        if name == "runtime" and "tid" not in cols:
+            cols.insert(cols.index("pid") + 1, "tid")
+        if "dur_ns" not in cols:
+            cols.append("dur_ns")
+        self.__dict__.setdefault("_shed", {})[name] = cols
+
+
+
+#: Columns that follow from others of the same frame, by the expressions the load makes
+#: them with (``dur_ns = end_ns - start_ns``, ``tid = global_tid & ID_MASK``):
+#: :meth:`Trace.shed` leaves them out of what a loaded trace holds.
+DERIVED = {"kernels": ("dur_ns",), "runtime": ("tid", "dur_ns")}
+_DERIVED_FROM = {"dur_ns": ("start_ns", "end_ns"), "tid": ("global_tid",)}
+
+
+def column(df: pd.DataFrame, name: str, rows: np.ndarray | None = None) -> np.ndarray:
+    """Column ``name`` of ``df`` as a numpy array (``rows``: those rows only, positions or a
+    mask); a :data:`DERIVED` column that ``df`` lacks (a stored kernel or API-call frame, or
+    a frame of its columns) is made from the columns it follows from, at those rows only."""
+    def get(c: str) -> np.ndarray:
+        a = df[c].to_numpy()
+        return a if rows is None else a[rows]
+
+    if name in df.columns or name not in _DERIVED_FROM:
+        return get(name)
+    if name == "dur_ns":
+        out = get("end_ns")
+        return out - get("start_ns") if rows is None else np.subtract(
+            out, get("start_ns"), out=out)  # a gathered copy: in place
+    return get("global_tid") & S.ID_MASK
+
+
+#: Integer columns of the stored kernel and API-call frames that hold a few distinct values
+#: (streams, graph node ids, the two event classes, a few threads): from this many rows on,
+#: :meth:`Trace.shed` keeps them as categoricals of those values (int8 codes; read as the
+#: int64 / Int64 column they were). 10M kernels + 10M API calls: 4 x ~80 MB -> 4 x 10 MB.
+#: The analysis reads them as masks (isna, isin) or one temporary int64 array
+#: (``to_numpy()``: the capture and step-thread sweeps, the GPU ops' stream ids).
+COMPACT = {"kernels": {"stream_id": "int64", "graph_node_id": "Int64"},
+           "runtime": {"event_class": "int64", "global_tid": "int64"}}
+COMPACT_MIN_ROWS = 2_000_000
+_COMPACT_MAX = 127  # distinct values: int8 codes
+
+
+def _compacted(col: pd.Series) -> pd.Categorical | None:
+    """A plain int64 column or a nullable Int64 one (not a constant view) as a categorical
+    of its distinct values, None when it holds more than _COMPACT_MAX of them."""
+    if isinstance(col.dtype, np.dtype):
+        if col.dtype != np.int64 or col.to_numpy().strides == (0,):
+            return None
+        codes, uniq = pd.factorize(col.to_numpy(), sort=False)
+    elif isinstance(col.dtype, pd.Int64Dtype) and col.array._data.strides != (0,):
+        codes, uniq = pd.factorize(col.array, sort=False)  # <NA>: code -1
+        uniq = np.asarray(uniq, dtype=np.int64)
+    else:
+        return None
+    if len(uniq) > _COMPACT_MAX:
+        return None
+    return pd.Categorical.from_codes(codes.astype(np.int8), categories=pd.Index(uniq))
+
+
+def _int_categorical(col: pd.Series) -> bool:
+    return isinstance(col.dtype, pd.CategoricalDtype) and col.cat.categories.dtype == np.int64
+
+
+def _expanded(col: pd.Series, dtype: str) -> Any:
+    """The int64 (``dtype`` "int64") or Int64 column a :func:`_compacted` one was (Int64:
+    0 under <NA>, as the load leaves it)."""
+    codes = col.cat.codes.to_numpy()
+    values = col.cat.categories.to_numpy(np.int64)
+    if dtype == "int64":
+        return values[codes]
+    missing = codes < 0
+    out = values[np.maximum(codes, 0)] if len(values) else np.zeros(len(codes), np.int64)
+    out[missing] = 0
+    return pd.arrays.IntegerArray(out, missing)
+
+
+def _with_derived(df: pd.DataFrame, order: list[str], name: str,
+                  compact: set[str] | None = None) -> pd.DataFrame:
+    """``df`` (the stored frame ``name``) with the derived columns it lacks and its
+    ``compact`` columns as they were, columns in ``order``."""
+    compact = compact or set()
+
+    def whole(c: str) -> Any:
+        if c not in df.columns:
+            return pd.Series(column(df, c), index=df.index, copy=False)
+        if c in compact:
+            return pd.Series(_expanded(df[c], COMPACT[name][c]), index=df.index, copy=False)
+        return df[c]
+
+    return pd.DataFrame({c: whole(c) for c in order}, copy=False)
+
+
+def _frame_property(name: str) -> property:
+    def get(self: Trace) -> pd.DataFrame:
+        order = self.__dict__.get("_shed", {}).pop(name, None)
+        compact = self.__dict__.get("_compact", {}).pop(name, None)
+        if order is not None:  # made once, then held as any frame
+            self.__dict__[name] = _with_derived(self.__dict__[name], order, name, compact)
+        return self.__dict__[name]
+
+    def put(self: Trace, df: pd.DataFrame) -> None:
+        self.__dict__[name] = df
+        self.__dict__.get("_shed", {}).pop(name, None)
+        self.__dict__.get("_compact", {}).pop(name, None)
+
+    return property(get, put, doc=f"The {name} frame, every column (see Trace).")
+
+
+# The kernel and API-call frames read through a property (the dataclass's __init__,
+# __eq__ and __repr__ included), which makes the columns Trace.shed left out.
+Trace.kernels = _frame_property("kernels")  # type: ignore[assignment]
+Trace.runtime = _frame_property("runtime")  # type: ignore[assignment]
+
+
+def api_rows(rt: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a runtime frame that are real CUDA runtime/driver calls (eventClass 0 or
+    1): ``rt`` itself when every row is one (no full-size copy)."""
+    real = rt["event_class"].isin(S.API_EVENT_CLASSES).to_numpy(dtype=bool)
+    return rt if real.all() else rt[real]
 
 
 #: The tables whose rows ran on a GPU.
@@ -168,7 +361,7 @@ def gpu_pids(trace: Trace) -> list[int]:
     more than one, and ``cgprof analyze`` reads the trace rank by rank (cgprof.ranks)."""
     pids: set[int] = set()
     for name in GPU_TABLES:
-        df = getattr(trace, name)
+        df = trace.stored(name) if name in DERIVED else getattr(trace, name)
         if len(df):
             pids.update(int(p) for p in distinct_pids(df["pid"]))
     return sorted(pids)
@@ -381,27 +574,41 @@ def _durations(df: pd.DataFrame) -> None:
     df["dur_ns"] = df["end_ns"] - df["start_ns"]
 
 
-def _names(ids: np.ndarray, strings: pd.Series, index: pd.Index) -> pd.Series:
+def _names(ids: np.ndarray, strings: pd.Series, index: pd.Index,
+           owned: bool = False) -> pd.Series:
     """Resolve StringIds ids (-1: none) as a categorical, sorted categories.
 
     One dictionary lookup per distinct id, then integer codes: never a Python object per row.
     StringIds ids are small and dense, so the distinct ids come from a table over their range
     (a scatter and a cumsum) rather than from ``pd.factorize``'s hash table (3x slower); the
-    categories are sorted by text either way, so the result is the same."""
+    categories are sorted by text either way, so the result is the same. ``owned``: ``ids``
+    is the caller's to give up (it may be used as scratch space)."""
     if len(ids) == 0:
         return pd.Series([], dtype="object", index=index)
     lo, hi = int(ids.min()), int(ids.max())
     if hi - lo < 4 * len(ids) + 65536:
         seen = np.zeros(hi - lo + 1, dtype=bool)
-        at = ids - lo
+        at = ids if owned else ids - lo
+        if owned and lo:
+            at -= lo  # in place
         seen[at] = True
         uniq = np.flatnonzero(seen) + lo
-        codes = (np.cumsum(seen) - 1)[at]  # position of each row's id in uniq
-    else:
-        codes, uniq = pd.factorize(ids, sort=False)
-    cat = pd.Categorical([strings.get(int(i), f"<unknown string {int(i)}>") for i in uniq])
+        cat = _categories(uniq, strings)
+        # each id's code through one small table over the id range (position in uniq, then
+        # its category's code): one gather of the rows, into the codes' own narrow dtype
+        # (10M kernels: no int64 position per row, 80 MB fewer at the load's peak)
+        lut = cat.codes[np.maximum(np.cumsum(seen) - 1, 0)]
+        return pd.Series(pd.Categorical.from_codes(lut[at], dtype=cat.dtype), index=index,
+                         copy=False)
+    codes, uniq = pd.factorize(ids, sort=False)
+    cat = _categories(uniq, strings)
     return pd.Series(pd.Categorical.from_codes(cat.codes[codes], dtype=cat.dtype), index=index,
                      copy=False)
+
+
+def _categories(uniq: np.ndarray, strings: pd.Series) -> pd.Categorical:
+    """The names of StringIds ids ``uniq`` (in that order) as a categorical."""
+    return pd.Categorical([strings.get(int(i), f"<unknown string {int(i)}>") for i in uniq])
 
 
 def map_categories(names: pd.Series, func: Callable[[Any], Any]) -> pd.Series:
@@ -451,17 +658,34 @@ def _tid_from_global(series: pd.Series) -> pd.Series:
 _KERNEL = S.KERNEL_SPEC
 
 
+def _ids(ids: pd.arrays.IntegerArray) -> tuple[np.ndarray, bool]:
+    """A nullable StringIds id column as int64 ids, -1 where NULL, and whether that array is
+    the caller's own (not a view of the column's buffer, which may be Arrow's, read-only)."""
+    out = ids.to_numpy(dtype=np.int64, na_value=-1)
+    return out, bool(out.flags.writeable and not np.may_share_memory(out, ids._data))
+
+
 def _load_kernels(src: E.Source, strings: pd.Series) -> pd.DataFrame:
     df = _int_frame(src, S.KERNEL, _KERNEL, required=("start", "end", "deviceId", "streamId"))
-    df["pid"] = _pid_from_global(df["global_pid"])
-    name_id = df["name_id"].array
-    short_id = df["short_id"].array
-    short = np.where(short_id.isna(), -1, short_id.to_numpy(dtype=np.int64, na_value=0))
-    name = np.where(name_id.isna(), short, name_id.to_numpy(dtype=np.int64, na_value=0))
-    df["name"] = _names(name, strings, df.index)
-    df["short_name"] = _names(short, strings, df.index)
-    df = df.drop(columns=["name_id", "short_id", "global_pid"])
-    _durations(df)
+    df["pid"] = _pid_from_global(df.pop("global_pid"))
+    # The id columns given up as they are read, each id array made once and used as the
+    # names' scratch space (10M kernels: ~0.3 GB fewer at the first load's peak).
+    short, own_short = _ids(df.pop("short_id").array)
+    name_id = df.pop("name_id").array
+    missing = name_id.isna()
+    name, own_name = _ids(name_id)
+    del name_id
+    if missing.any():
+        if not own_name:
+            name, own_name = name.copy(), True
+        name[missing] = short[missing]
+    del missing
+    df["name"] = _names(name, strings, df.index, owned=own_name)
+    del name
+    df["short_name"] = _names(short, strings, df.index, owned=own_short)
+    del short
+    # dur_ns: made when first read (Trace.DERIVED), not sorted here (10M kernels: 80 MB and
+    # its sorted copy fewer at the first load's peak)
     return _sort(df, ["start_ns", "end_ns"])
 
 
@@ -470,11 +694,10 @@ _RUNTIME = S.RUNTIME_SPEC
 
 def _load_runtime(src: E.Source, strings: pd.Series) -> pd.DataFrame:
     df = _int_frame(src, S.RUNTIME, _RUNTIME, required=("start", "end", "eventClass"))
-    df["pid"] = _pid_from_global(df["global_tid"])
-    df["tid"] = _tid_from_global(df["global_tid"])
-    ids = df["name_id"].array
-    raw = _names(np.where(ids.isna(), -1, ids.to_numpy(dtype=np.int64, na_value=0)), strings,
-                 df.index)
+    df["pid"] = _pid_from_global(df["global_tid"])  # tid, dur_ns: made when first read
+    ids, owned = _ids(df.pop("name_id").array)
+    raw = _names(ids, strings, df.index, owned=owned)
+    del ids
     df["name_raw"] = raw
     if len(df):
         df["name"] = map_categories(raw, S.strip_version_suffix)
@@ -482,8 +705,6 @@ def _load_runtime(src: E.Source, strings: pd.Series) -> pd.DataFrame:
     else:
         df["name"] = pd.Series([], dtype="object")
         df["nsys_name"] = pd.Series([], dtype="object")
-    df = df.drop(columns=["name_id"])
-    _durations(df)
     return _sort(df, ["start_ns", "end_ns"])
 
 
@@ -707,16 +928,24 @@ def load(path: str | Path, progress: Progress | None = None, *,
                 trace = _load_source(sqlite_path, path, say, use_cache)
         else:
             trace = _load_source(path, path, say, use_cache)
-    if trace.kernels.empty and trace.runtime.empty and trace.graph_trace.empty and (
+    else:
+        _checked(trace, path)
+    _release_arrow(len(trace.stored("kernels")) + len(trace.stored("runtime")))
+    return trace
+
+
+def _checked(trace: Trace, path: Path) -> None:
+    """Raise :class:`TraceError` for a trace without events or whose tables contradict each
+    other (cgprof.validate), then :meth:`Trace.shed` its derived columns."""
+    if trace.stored("kernels").empty and trace.stored("runtime").empty and (
+        trace.graph_trace.empty) and (
         trace.nvtx.empty or (trace.nvtx["event_type"] == S.NVTX_DOMAIN_CREATE).all()
     ):
         raise TraceError(
             f"{path}: contains no CUDA or NVTX events; was it recorded with "
             f"`nsys profile --trace=cuda,nvtx` (or `cgprof record`)?"
         )
-    V.validate(trace)
-    _release_arrow(len(trace.kernels) + len(trace.runtime))
-    return trace
+    trace.check_whole(V.validate)
 
 
 def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> Trace:
@@ -753,6 +982,9 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> 
             table, col, value = cell
             raise V.damaged(path, f"{table}.{col} holds {V.one_line(value, 40)!r} where nsys "
                                   "writes an integer") from None
+        # Checked (and shed) before the cache entry is written: a trace cgprof refuses gets
+        # no entry, and the writer is handed the frames the analysis keeps.
+        _checked(trace, path)
         if pending is not None:
             done, pending = pending, None
             if C.in_background():
@@ -784,20 +1016,37 @@ def _stored(src: E.Source, table: str, build: Callable[[], pd.DataFrame]) -> pd.
     return build() if df is None else df
 
 
-def _rebuild(table: str, df: pd.DataFrame) -> dict[str, Any]:
+class _Made(Mapping):
+    """Column name -> values, each made when looked up (and not kept): the cache writer
+    checks one rebuilt column at a time (10M API calls: one 80 MB temporary, not four)."""
+
+    def __init__(self, makers: dict[str, Callable[[], Any]]) -> None:
+        self._makers = makers
+
+    def __getitem__(self, name: str) -> Any:
+        return self._makers[name]()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+
+def _rebuild(table: str, df: pd.DataFrame) -> Mapping[str, Any]:
     """The columns of ``table``'s frame that follow from others of ``df``, by the expressions
     the load from nsys's columns uses: the cache stores the others only
     (:meth:`cgprof.cache.Pending.write_frame` checks that each comes out the same)."""
-    out: dict[str, Any] = {}
+    out: dict[str, Callable[[], Any]] = {}
     if "start_ns" in df and "dur_ns" in df and table != S.NVTX:
-        out["end_ns"] = df["start_ns"].to_numpy() + df["dur_ns"].to_numpy()
+        out["end_ns"] = lambda: df["start_ns"].to_numpy() + df["dur_ns"].to_numpy()
     if table == S.RUNTIME:
-        out["pid"] = _pid_from_global(df["global_tid"])
-        out["tid"] = _tid_from_global(df["global_tid"])
+        out["pid"] = lambda: _pid_from_global(df["global_tid"])
+        out["tid"] = lambda: _tid_from_global(df["global_tid"])
         if isinstance(df["name_raw"].dtype, pd.CategoricalDtype):
-            out["name"] = map_categories(df["name_raw"], S.strip_version_suffix)
-            out["nsys_name"] = map_categories(df["name_raw"], S.nsys_api_name)
-    return out
+            out["name"] = lambda: map_categories(df["name_raw"], S.strip_version_suffix)
+            out["nsys_name"] = lambda: map_categories(df["name_raw"], S.nsys_api_name)
+    return _Made(out)
 
 
 def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
@@ -841,8 +1090,12 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
         graph_trace_mode_source=source,
         tables=src.tables,
     )
-    return Trace(meta=meta, kernels=kernels, runtime=runtime, memcpy=memcpy, memset=memset,
-                 sync=sync, graph_trace=graph_trace, nvtx=nvtx, gpus=gpus, threads=threads)
+    trace = Trace(meta=meta, kernels=kernels, runtime=runtime, memcpy=memcpy, memset=memset,
+                  sync=sync, graph_trace=graph_trace, nvtx=nvtx, gpus=gpus, threads=threads)
+    for name in DERIVED:  # made when first read (validate reads them)
+        trace.derive_later(name)
+    trace.hold_compacted()  # a cache entry's few-valued columns
+    return trace
 
 
 # Kept for callers of the old names.

@@ -29,7 +29,7 @@ from cgprof.metrics.replays import ReplayResult, graph_replays
 from cgprof.metrics.steps import StepResult, classify_steps, compute_steps
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
 from cgprof.metrics.verdict import Verdict, verdict
-from cgprof.trace import Trace, distinct_pids, load
+from cgprof.trace import Trace, column, distinct_pids, load
 
 __all__ = ["AnalysisResult", "analyze"]
 
@@ -101,8 +101,8 @@ def _processes(pid: pd.Series) -> list[int]:
 def _take_rows(df: pd.DataFrame, rows: np.ndarray, cols: list[str]) -> pd.DataFrame:
     """``df[cols].iloc[rows].reset_index(drop=True)`` with one gather per column: selecting
     the columns and then the rows of a frame copies every column twice."""
-    return pd.DataFrame({c: df[c].to_numpy()[rows] if isinstance(df[c].dtype, np.dtype)
-                         else df[c].array.take(rows) for c in cols}, copy=False)
+    return pd.DataFrame({c: column(df, c, rows) if c not in df.columns or isinstance(
+        df[c].dtype, np.dtype) else df[c].array.take(rows) for c in cols}, copy=False)
 
 
 def _summaries(trace: Trace) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
@@ -129,7 +129,7 @@ def _aside_ok(trace: Trace) -> bool:
     import os
 
     return ((os.cpu_count() or 1) > 1
-            and len(trace.kernels) + len(trace.runtime) <= ASIDE_MAX_ROWS)
+            and len(trace.stored("kernels")) + len(trace.stored("runtime")) <= ASIDE_MAX_ROWS)
 
 
 #: Kernel columns the GPU ops table holds too, in the kernels' row order once the ops of other
@@ -161,7 +161,7 @@ def _lend_kernel_columns(trace: Trace, ops: pd.DataFrame) -> _Lent | None:
     kernels: 0.4 GB). :func:`_return_kernel_columns` puts back the same values. The frame
     is replaced, not changed: a holder of the old one (the cache writer) keeps it whole.
     None when the ops are not plain int64 columns with their ``kind``."""
-    k = trace.kernels
+    k = trace.stored("kernels")
     kind = ops["kind"] if "kind" in ops else None
     if len(k) < 2 or kind is None or not isinstance(kind.dtype, pd.CategoricalDtype) or (
             "kernel" not in kind.cat.categories):
@@ -173,7 +173,7 @@ def _lend_kernel_columns(trace: Trace, ops: pd.DataFrame) -> _Lent | None:
     if not taken:
         return None
     lent = _Lent(list(k.columns), taken, {c: _fingerprint(k[c].to_numpy()) for c in taken})
-    trace.kernels = k.drop(columns=taken)
+    trace.restore("kernels", k.drop(columns=taken))
     del k
     release_arrow_pool()  # the columns were views of Arrow buffers (cached and first loads)
     return lent
@@ -195,9 +195,9 @@ def _return_kernel_columns(trace: Trace, ops: pd.DataFrame, lent: _Lent) -> None
         del col
     if any(_fingerprint(back[c]) != lent.sums[c] for c in lent.taken):
         raise AssertionError("cgprof: kernel columns rebuilt from the GPU ops differ")
-    k = trace.kernels
-    trace.kernels = pd.DataFrame({c: back[c] if c in back else k[c] for c in lent.columns},
-                                 copy=False)
+    k = trace.stored("kernels")
+    trace.restore("kernels", pd.DataFrame({c: back[c] if c in back else k[c]
+                                           for c in lent.columns}, copy=False))
 
 
 def analyze(
@@ -231,7 +231,9 @@ def analyze(
     if aside is None:
         summaries, ranges = _summaries(trace)
     say("classifying API calls")
-    calls = api_calls(trace)
+    # The calls without the columns the trace derives (tid, dur_ns: cgprof.trace.DERIVED),
+    # made where read, at the rows read: 10M calls hold 160 MB less.
+    calls = api_calls(trace, derived=False)
     ops = gpu_ops(trace)
     say("cutting steps")
     steps = compute_steps(trace, calls, ops, step=step, skip=skip)
@@ -264,7 +266,8 @@ def analyze(
     node_level = trace.meta.graph_trace_mode != "graph" and trace.graph_trace.empty
     replays = graph_replays(ops, replay_calls, node_level=node_level)
     del replay_calls
-    coverage = graph_coverage(early_steps, trace.kernels, calls, steps.call_steps, launches)
+    coverage = graph_coverage(early_steps, trace.stored("kernels"), calls, steps.call_steps,
+                              launches)
     del early_steps
     say("measuring GPU gaps")
     min_gap_ns = int(round(min_gap_us * 1000))
@@ -284,6 +287,10 @@ def analyze(
             measured = measure_gaps(ops, calls, window=span)
         finally:
             if lent is not None:
+                # (lent only where window == span: the ops are given up below) the ops keep
+                # only what the return reads, so that their stream ids and flags are freed
+                # before its gathers (10M cached: that stage's peak 1.90 -> 1.80 GB)
+                ops = ops[["kind", *(c for c in lent.taken if c in ops.columns)]]
                 _return_kernel_columns(trace, ops, lent)
         w_ops = ops if window != span else None
         del ops
@@ -306,7 +313,7 @@ def analyze(
     # One trim, after the last big temporaries: the reports then start from what is alive
     # (10M cached, three runs each: peak RSS 2.42-2.46 -> 2.38-2.42 x 10^6 KB, the same
     # time; a trace under engine.RELEASE_MIN_ROWS rows keeps its heap).
-    release_memory(len(trace.kernels) + len(trace.runtime))
+    release_memory(len(trace.stored("kernels")) + len(trace.stored("runtime")))
     info = {
         "path": str(trace.path),
         "nsys_version": trace.meta.nsys_version,
@@ -316,7 +323,7 @@ def analyze(
         "gpus": [{"device_id": int(d), "name": str(n)} for d, n in
                  zip(trace.gpus["device_id"], trace.gpus["name"], strict=True)],
         "processes": _processes(calls["pid"]),
-        "kernels": int(len(trace.kernels)),
+        "kernels": int(len(trace.stored("kernels"))),
         "graph_trace_rows": int(len(trace.graph_trace)),
         "api_calls": int(len(calls)),
         "nvtx_ranges": len(ranges),

@@ -28,6 +28,7 @@ from cgprof.metrics.intervals import (
     table_get,
 )
 from cgprof.metrics.summaries import category_codes
+from cgprof.trace import column
 
 EAGER_TOP_COLUMNS = ["name", "kernels", "gpu_ns", "launch_api", "launch_host_ns"]
 
@@ -265,7 +266,7 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
     if table is None and len(launch):
         first = first_match(launch_key, launch_key) == np.arange(len(launch))
         launch, pos, launch_key = launch[first], pos[first], launch_key[first]
-    call_dur = calls["dur_ns"].to_numpy(np.int64)[launch]
+    call_dur = column(calls, "dur_ns", launch).astype(np.int64, copy=False)
     host = sums_by_code(pos, call_dur, n).astype(np.float64)
     eager = np.flatnonzero(kernels["graph_node_id"].isna().to_numpy(dtype=bool))
     if len(eager) == 0 or len(launch) == 0:
@@ -295,7 +296,6 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
     del seen
     names, name_of = category_codes(kernels["name"])
     apis, api_of = category_codes(calls["name"])
-    k_dur = kernels["dur_ns"].to_numpy(np.int64)
     m = len(name_of)
     width = max(len(api_of), 1)
     count = np.zeros(m, dtype=np.int64)
@@ -311,7 +311,7 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
             api_ns = call_dur[r]
             if once is not None:
                 api_ns = np.where(once[a:a + _TOP_CHUNK], api_ns, 0)
-            gpu_ns = k_dur[e]
+            gpu_ns = column(kernels, "dur_ns", e).astype(np.int64, copy=False)
             named = kc >= 0  # a kernel without a name has no group (pandas drops NaN keys)
             if not named.all():
                 kc, ac, gpu_ns, api_ns = kc[named], ac[named], gpu_ns[named], api_ns[named]

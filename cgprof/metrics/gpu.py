@@ -25,6 +25,13 @@ OP_COLUMNS = ["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id", 
               "in_graph", "is_input_copy"]
 
 
+def _int_codes(col: pd.Series) -> bool:
+    """A categorical of int64 values without a missing one (a stored kernel frame's stream
+    ids: cgprof.trace.COMPACT), which reads as the int64 column it was."""
+    return (isinstance(col.dtype, pd.CategoricalDtype) and col.cat.categories.dtype == np.int64
+            and not (col.cat.codes.to_numpy() < 0).any())
+
+
 def gpu_ops(trace: Trace) -> pd.DataFrame:
     """Kernels, copies, memsets and graph-replay rows: one row per GPU operation.
 
@@ -32,7 +39,7 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
     in_graph (run as part of a graph replay) is_input_copy (a host-to-device copy). Sorted by
     (start_ns, end_ns); the index is a stable op id.
     """
-    k, m, s, g = trace.kernels, trace.memcpy, trace.memset, trace.graph_trace
+    k, m, s, g = trace.stored("kernels"), trace.memcpy, trace.memset, trace.graph_trace
     sources = [
         (k, KIND_KERNEL, k["graph_node_id"].notna(), False),
         (m, KIND_MEMCPY, m["graph_node_id"].notna(), m["copy_kind"] == S.MEMCPY_HTOD),
@@ -45,13 +52,15 @@ def gpu_ops(trace: Trace) -> pd.DataFrame:
                                           else "object" if c == "kind" else "int64")
                              for c in OP_COLUMNS})
     ints = ["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id"]
-    if not all(df[c].dtype == np.int64 for df, *_ in sources for c in ints):
+    if not all(df[c].dtype == np.int64 or _int_codes(df[c]) for df, *_ in sources
+               for c in ints):
         return _gpu_ops_concat(sources)
     # Column by column in numpy: a concat of frames would make a string per op for ``kind``
     # and copy every column twice more (concat, then sort); 10M kernels are GBs.
     kinds = sorted({kind for _, kind, _, _ in sources})
     dtype = pd.Series(kinds).astype("category").dtype  # as astype("category") makes it
-    parts = {c: [df[c].to_numpy() for df, *_ in sources] for c in ints}
+    parts = {c: [df[c].to_numpy() if df[c].dtype == np.int64 else np.asarray(df[c], np.int64)
+                 for df, *_ in sources] for c in ints}
     parts["kind"] = [np.full(len(df), kinds.index(kind), dtype=np.int8)
                      for df, kind, _, _ in sources]
     for c, at in (("in_graph", 2), ("is_input_copy", 3)):

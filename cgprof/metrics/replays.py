@@ -25,6 +25,7 @@ from cgprof.metrics.intervals import (
     segment_busy,
     sort_stable,
 )
+from cgprof.trace import column
 
 REPLAY_COLUMNS = [
     "replay", "pid", "tid", "corr_id", "api", "api_start_ns", "api_dur_ns", "device_id",
@@ -66,11 +67,11 @@ def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> R
     base = pd.DataFrame({
         "replay": np.arange(len(launches), dtype=np.int64),
         "pid": launches["pid"].to_numpy(dtype=np.int64),
-        "tid": launches["tid"].to_numpy(dtype=np.int64),
+        "tid": column(launches, "tid").astype(np.int64, copy=False),
         "corr_id": launches["corr_id"].to_numpy(dtype=np.int64),
         "api": launches["name"].astype(str).to_numpy(),
         "api_start_ns": launches["start_ns"].to_numpy(dtype=np.int64),
-        "api_dur_ns": launches["dur_ns"].to_numpy(dtype=np.int64),
+        "api_dur_ns": column(launches, "dur_ns").astype(np.int64, copy=False),
     })
     base = _with_stats(base, ops)
     for c in ("device_id", "stream_id", "first_start_ns", "last_end_ns", "span_ns", "busy_ns",

@@ -169,7 +169,7 @@ def choose_step_ranges(trace: Trace, step: str | None,
         return StepChoice(sel, f"{domain}:{name}", "default",
                           "default: cgprof's own step range (cgprof.mark.step)", empty)
     if calls is None:
-        calls = L.api_calls(trace)
+        calls = L.api_calls(trace, derived=False)
     cand, cycles = score_candidates(ranges, calls)
     if len(cand) and bool(cand["qualified"].iloc[0]):
         best = cand.iloc[0]

@@ -39,7 +39,7 @@ from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
 )
 from cgprof.metrics.stepchoice import choose_step_ranges as _choose
 from cgprof.metrics.summaries import nvtx_ranges
-from cgprof.trace import Trace, take_rows
+from cgprof.trace import Trace, column, take_rows
 
 #: A step is launch-bound when the GPU was busy for less than BUSY_SHARE of the step's host
 #: time and at least WAIT_SHARE of the GPU's idle time in the step was spent waiting for the
@@ -624,7 +624,8 @@ def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops:
     fcode, fams = _family_codes(calls["family"])
     k = len(fams) + 1
     per_fam, host_fam = _per_step_family(call_step, None if every else live, fcode,
-                                         calls["dur_ns"].to_numpy(np.int64), n, k)
+                                         column(calls, "dur_ns").astype(np.int64, copy=False),
+                                         n, k)
 
     def fam_col(table: np.ndarray, family: str) -> np.ndarray:
         return table[:, fams.index(family) + 1] if family in fams else np.zeros(n, table.dtype)

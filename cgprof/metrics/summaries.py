@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
-from cgprof.trace import Trace
+from cgprof.trace import Trace, column
 
 STAT_COLUMNS = ["total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns"]
 
@@ -85,7 +85,8 @@ def _stats(df: pd.DataFrame, keys: list[str], count_name: str,
     if df.empty:
         return pd.DataFrame({c: pd.Series(dtype="object" if c in out_keys else "int64")
                              for c in cols})
-    dur = df["dur_ns"].to_numpy(dtype=np.int64)
+    dur = (df["dur_ns"].to_numpy(dtype=np.int64) if "dur_ns" in df.columns
+           else column(df, "dur_ns"))  # a stored kernel or API-call frame
     values = []
     group: np.ndarray | None = None
     for k in keys:  # one code per combination of the keys' codes (-1: a key is missing)
@@ -139,12 +140,12 @@ def _stats(df: pd.DataFrame, keys: list[str], count_name: str,
 
 def kernel_summary(trace: Trace) -> pd.DataFrame:
     """Kernel instances and GPU time per demangled name (``cuda_gpu_kern_sum``)."""
-    return _stats(trace.kernels, ["name"], "instances")
+    return _stats(trace.stored("kernels"), ["name"], "instances")
 
 
 def api_summary(trace: Trace) -> pd.DataFrame:
     """API calls and host time per name as nsys shows it (``cuda_api_sum``)."""
-    return _stats(trace.runtime, ["nsys_name"], "calls", labels=["name"])
+    return _stats(trace.stored("runtime"), ["nsys_name"], "calls", labels=["name"])
 
 
 def nvtx_ranges(trace: Trace) -> pd.DataFrame:

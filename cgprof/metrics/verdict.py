@@ -52,6 +52,7 @@ from cgprof.metrics.coverage import (
     step_positions,
     window_positions,
 )
+from cgprof.trace import column
 
 #: Median gap between consecutive nodes of a replay (ns), H200 node-level traces.
 NODE_GAP_NS = 420
@@ -129,13 +130,15 @@ def _host_launch(calls: pd.DataFrame, launches: StepLaunches,
                  mine: np.ndarray) -> tuple[float, str]:
     """:func:`host_launch_ns` over the kernel launches of ``launches`` in steps ``mine``
     (a bool per row of their steps frame)."""
-    dur = calls["dur_ns"].to_numpy(np.int64)
+    def dur(rows: np.ndarray) -> np.ndarray:
+        return column(calls, "dur_ns", rows).astype(np.int64, copy=False)
+
     rows = launches.rows[launches.kernel & mine[launches.pos]]
     if len(rows):
-        return _median_int(dur[rows]), "window steps"
+        return _median_int(dur(rows)), "window steps"
     sel = family_mask(calls, L.KERNEL_LAUNCH) if len(calls) else np.zeros(0, dtype=bool)
     if sel.any():
-        return _median_int(dur[sel]), "whole trace"
+        return _median_int(dur(sel)), "whole trace"
     return float(DEFAULT_HOST_LAUNCH_NS), "default"
 
 
