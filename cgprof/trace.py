@@ -171,6 +171,17 @@ class Trace:
             cols.append("dur_ns")
         self.__dict__.setdefault("_shed", {})[name] = cols
 
+    def hold_like(self, other: Trace) -> None:
+        """Hold the kernel and API-call frames as ``other`` holds its own, when they were
+        cut from ``other.stored(...)`` (a rank's sub-trace): the columns ``other`` left out
+        are made when read, its compacted columns read back as they were."""
+        for key in ("_shed", "_compact"):
+            held = other.__dict__.get(key, {})
+            mine = self.__dict__.setdefault(key, {})
+            for name in DERIVED:
+                if name in held:
+                    mine[name] = type(held[name])(held[name])  # a copy: list or set
+
 
 
 #: Columns that follow from others of the same frame, by the expressions the load makes

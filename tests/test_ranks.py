@@ -535,3 +535,24 @@ def test_rank_progress_names_each_rank(two):
     firsts = [m for m in said if m.endswith("summarising")]
     assert firsts == ["rank 0 (1/2): summarising", "rank 1 (2/2): summarising"]
     assert said.index(firsts[1]) > said.index("rank 0 (1/2): measuring GPU gaps")
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_sub_trace_is_cut_from_the_held_frames(two, monkeypatch, compact):
+    """Cutting a rank leaves the whole trace's kernel and API-call frames as it holds them
+    (no left-out column made), and the rank reads the rows of the whole frames."""
+    import cgprof.trace as T
+
+    if compact:  # few-valued columns held as codes, as from 2M rows on
+        monkeypatch.setattr(T, "COMPACT_MIN_ROWS", 0)
+    trace = cgprof.load(two, cache=False)
+    ref = cgprof.load(two, cache=False)
+    held = {n: list(trace.stored(n).columns) for n in ("kernels", "runtime")}
+    assert "dur_ns" not in held["kernels"] and "tid" not in held["runtime"]
+    for pid in (100, 200):
+        sub = sub_trace(trace, pid)
+        assert {n: list(trace.stored(n).columns) for n in held} == held
+        for name in ("kernels", "runtime", "nvtx"):
+            whole = getattr(ref, name)
+            want = whole[whole["pid"] == pid].reset_index(drop=True)
+            pd.testing.assert_frame_equal(getattr(sub, name), want)
