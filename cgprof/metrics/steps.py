@@ -29,6 +29,7 @@ from cgprof.metrics.intervals import (
     _segment_cummax,
     arrays_sorted,
     assign_to_ranges,
+    dense_room,
     pair_keys,
     table_get,
 )
@@ -850,7 +851,7 @@ def _dense_steps(o_pid: np.ndarray, o_corr: np.ndarray, pid_c: np.ndarray,
                                                                  or o_pid.max() != p)):
         return None
     lo, hi = int(corr_c.min()), int(corr_c.max())
-    room = max(4 * m, 1 << 16)
+    room = dense_room(m)
     if hi - lo >= room:
         return None
     if 0 <= lo and hi < room:  # ids from about 0 (as CUPTI counts): index by the id itself
@@ -858,8 +859,10 @@ def _dense_steps(o_pid: np.ndarray, o_corr: np.ndarray, pid_c: np.ndarray,
     table = np.full(hi - lo + 1, -1, dtype=np.int32)
     table[corr_c - lo if lo else corr_c] = step_c
     # Steps are >= 0: as many filled slots as calls when no correlation id repeats (else the
-    # first call of each id is needed: the sort path).
-    if np.count_nonzero(table >= 0) != m or (m and step_c.min() < 0):
+    # first call of each id is needed: the sort path); rising ids repeat none (a pass over
+    # the calls, not over the table: see dense_room).
+    if step_c.min() < 0 or not ((corr_c[1:] > corr_c[:-1]).all()
+                                or np.count_nonzero(table >= 0) == m):
         return None
     return table, lo
 

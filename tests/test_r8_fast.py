@@ -1,0 +1,49 @@
+"""Round eight's fast paths (the mid-size real trace) give what the paths they skip give."""
+
+import numpy as np
+import pytest
+
+from cgprof.metrics import intervals as iv
+
+
+def _first_match_sorted(left, right):
+    """first_match's sort path (np.unique + searchsorted), the reference."""
+    uniq, first = np.unique(right, return_index=True)
+    pos = np.searchsorted(uniq, left)
+    pos[pos == len(uniq)] = 0
+    return np.where(uniq[pos] == left, first[pos], -1)
+
+
+@pytest.mark.parametrize("spread", [1, 3, 7, 15, 40])
+@pytest.mark.parametrize("rising", [True, False])
+def test_first_match_by_table_on_sparse_keys_equals_the_sort(spread, rising):
+    # correlation ids spread over `spread` times their count (a real trace: ~7.5), left keys
+    # also below, between and past the right ones; a repeated key takes the sort path
+    rng = np.random.default_rng(spread)
+    n = 5000
+    right = np.sort(rng.choice(np.arange(1, spread * n + 1), n, replace=False))
+    if not rising:
+        right = rng.permutation(right)
+    left = rng.integers(-5, spread * n + 500, 3 * n)
+    for r in (right, np.append(right, right[7])):
+        got = iv.first_match(left, r)
+        assert got.tolist() == _first_match_sorted(left, r).tolist()
+    table = iv._distinct_table(right)
+    assert (table is not None) == (spread * n < iv.dense_room(n))
+    assert iv._distinct_table(np.append(right, right[3])) is None
+
+
+def test_table_get_outside_the_table_is_minus_one():
+    table = np.array([4, -1, 6], dtype=np.int32)
+    for key in ([0, 1, 2], [2, 3, 9, 0], [-1, 0, 5], []):
+        k = np.array(key, dtype=np.int64)
+        want = [table[x] if 0 <= x < 3 else -1 for x in key]
+        got = iv.table_get(table, k)
+        assert got.tolist() == want and got.dtype == np.int32
+
+
+def test_dense_room_is_wider_only_below_a_million_keys():
+    assert iv.dense_room(10) == 1 << 16
+    assert iv.dense_room(212_821) == 16 * 212_821  # the ResNet-18 trace's calls
+    assert iv.dense_room(1 << 20) == 4 << 20  # 1M keys on: 4 slots per key, as before
+    assert iv.dense_room(10_000_000) == 40_000_000
