@@ -1,9 +1,35 @@
 """Round eight's fast paths (the mid-size real trace) give what the paths they skip give."""
 
 import numpy as np
+import pandas.testing as pdt
 import pytest
 
 from cgprof.metrics import intervals as iv
+from cgprof.metrics import replays as R
+
+EAGER = ["mlp_train_eager", "resnet18_train_eager", "transformer_train_eager"]
+
+
+def _ops_calls(traces_dir, name):
+    import cgprof
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+
+    trace = cgprof.load(traces_dir / f"{name}.sqlite")
+    return gpu_ops(trace), api_calls(trace)
+
+
+@pytest.mark.parametrize("name", EAGER)
+@pytest.mark.parametrize("node_level", [True, False])
+def test_no_graph_launch_gives_the_general_paths_empty_table(traces_dir, name, node_level):
+    ops, calls = _ops_calls(traces_dir, name)
+    assert "graph_launch" not in calls["family"].cat.categories
+    fast = R.graph_replays(ops, calls, node_level=node_level)
+    slow = R._replays_of(ops, calls.iloc[:0], node_level=node_level)
+    pdt.assert_frame_equal(fast.replays, slow.replays, check_exact=True,
+                           check_index_type=True, check_column_type=True)
+    assert fast.summary == slow.summary
+    assert (fast.cost_model, fast.node_level) == (slow.cost_model, slow.node_level)
 
 
 def _first_match_sorted(left, right):
