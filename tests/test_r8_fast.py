@@ -73,3 +73,27 @@ def test_dense_room_is_wider_only_below_a_million_keys():
     assert iv.dense_room(212_821) == 16 * 212_821  # the ResNet-18 trace's calls
     assert iv.dense_room(1 << 20) == 4 << 20  # 1M keys on: 4 slots per key, as before
     assert iv.dense_room(10_000_000) == 40_000_000
+
+
+@pytest.mark.parametrize("name", ["resnet18_train_eager", "mlp_train_graph", "user_train_graph"])
+def test_window_gaps_from_the_span_gaps_alone_equal_those_from_its_result(traces_dir, name):
+    """analyze measures the steps' span without its tables when the window is another:
+    window_gaps reads only the gaps, and listed() is above().gaps."""
+    from cgprof.metrics import gaps as G
+
+    ops, calls = _ops_calls(traces_dir, name)
+    lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
+    span, third = (lo - 1000, hi + 1000), (hi - lo) // 3
+    measured = G.measure_gaps(ops, calls, window=span, streams=False)
+    assert measured.streams is None
+    full = G.measure_gaps(ops, calls, window=span).result()
+    pdt.assert_frame_equal(measured.gaps, full.gaps)
+    for w in ((lo, hi), (lo + third, hi - third), (lo + third, hi + 1000)):
+        a = G.window_gaps(measured, ops, calls, span, w)
+        b = G.window_gaps(full, ops, calls, span, w)
+        for table in ("devices", "gaps", "by_kind", "histogram", "streams"):
+            pdt.assert_frame_equal(getattr(a, table), getattr(b, table))
+    for min_gap in (0, 2000):
+        pdt.assert_frame_equal(measured.listed(min_gap), full.above(min_gap).gaps)
+    with pytest.raises(ValueError):
+        measured.result()
