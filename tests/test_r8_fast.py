@@ -97,3 +97,140 @@ def test_window_gaps_from_the_span_gaps_alone_equal_those_from_its_result(traces
         pdt.assert_frame_equal(measured.listed(min_gap), full.above(min_gap).gaps)
     with pytest.raises(ValueError):
         measured.result()
+
+
+def _groups_by_frames(ranges, inst):
+    """steps._groups as it was (frame filters per step thread): the reference."""
+    import pandas as pd
+
+    from cgprof import schema as S
+
+    ranges = ranges[ranges["event_type"].isin([S.NVTX_PUSHPOP, S.NVTXT_PUSHPOP])]
+    step_names = set(pd.Series(pd.unique(inst["name"])).astype(str))
+    names = pd.unique(ranges["name"])
+    other_names = pd.Series(names)[~pd.Series(names).astype(str).isin(step_names).to_numpy()]
+    others = ranges[ranges["name"].isin(other_names).to_numpy()]
+    result = np.full(len(inst), "", dtype=object)
+    warm = np.zeros(len(inst), dtype=bool)
+    if others.empty:
+        return result, warm
+    for gtid, steps in inst.groupby("global_tid", sort=False):
+        o = others[others["global_tid"] == gtid].sort_values("start_ns", kind="stable")
+        if o.empty:
+            continue
+        os_, oe = o["start_ns"].to_numpy(np.int64), o["end_ns"].to_numpy(np.int64)
+        names = o["text"].astype(str).to_numpy()
+        is_warm = ((o["text"] == "warmup") & (o["domain"] == "cgprof")).to_numpy()
+        s = steps["start_ns"].to_numpy(np.int64)
+        e = steps["end_ns"].to_numpy(np.int64)
+        j = np.searchsorted(os_, s, "right")
+        named = np.full(len(s), -1, dtype=np.int64)
+        warm_t = np.zeros(len(s), dtype=bool)
+        for d in range(1, 64):
+            k = j - d
+            live = k >= 0
+            if not live.any():
+                break
+            kk = np.where(live, k, 0)
+            hit = live & (oe[kk] >= e)
+            named = np.where(hit & (named < 0), kk, named)
+            warm_t |= hit & is_warm[kk]
+        inner = np.searchsorted(os_, e, "left")
+        w_idx = np.flatnonzero(is_warm)
+        if len(w_idx):
+            lo = np.searchsorted(w_idx, j, "left")
+            hi = np.searchsorted(w_idx, inner, "left")
+            ends = np.append(oe[w_idx], np.iinfo(np.int64).max)
+            has = hi > lo
+            first_end = np.minimum.reduceat(ends, np.ravel(np.column_stack([lo, hi])))[::2]
+            warm_t |= has & (first_end <= e)
+        pos = steps.index.to_numpy()
+        result[pos[named >= 0]] = names[named[named >= 0]]
+        warm[pos] |= warm_t
+    return result, warm
+
+
+def test_step_groups_from_arrays_equal_the_frame_filters(traces_dir, monkeypatch):
+    """steps._groups on every shipped trace whose steps are NVTX ranges (and with every
+    range's name blanked once: a missing name is never a step's) gives what the per-thread
+    frame filters gave."""
+    import cgprof
+    from cgprof.metrics import steps as St
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+    from cgprof.metrics.summaries import nvtx_ranges
+
+    seen = []
+    real = St._groups
+    monkeypatch.setattr(St, "_groups", lambda r, i: seen.append((r, i)) or real(r, i))
+    for path in sorted(traces_dir.glob("*.sqlite")):
+        trace = cgprof.load(path)
+        St.compute_steps(trace, api_calls(trace), gpu_ops(trace))
+        assert nvtx_ranges(trace) is not None
+    assert len(seen) >= 10
+    for ranges, inst in seen:
+        for r in (ranges, ranges.assign(name=None), ranges.iloc[::2]):
+            got, want = real(r, inst), _groups_by_frames(r, inst)
+            assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    assert any((g != "").any() for g in (real(r, i)[0] for r, i in seen))
+    assert any(real(r, i)[1].any() for r, i in seen)
+
+
+def test_window_from_columns_equals_the_window_steps_frame(traces_dir):
+    import cgprof
+    from cgprof.metrics import steps as St
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+
+    def by_frame(res):  # StepResult.window as it was: from the window_steps frame
+        st = res.window_steps()
+        if res.source == "whole-trace" or st.empty:
+            return None
+        end = int(st["end_ns"].max())
+        gpu_end = st["gpu_end_ns"].dropna()
+        if len(gpu_end):
+            end = max(end, int(gpu_end.max()))
+        return int(st["start_ns"].min()), end
+
+    for path in sorted(traces_dir.glob("*.sqlite")):
+        trace = cgprof.load(path)
+        res = St.compute_steps(trace, api_calls(trace), gpu_ops(trace))
+        assert res.window() == by_frame(res), path.name
+        none_in = res.steps.assign(in_window=False)  # no steady step: every step
+        other = St.StepResult(**{**res.__dict__, "steps": none_in})
+        assert other.window() == by_frame(other), path.name
+
+
+def test_step_lookup_kept_from_compute_steps_equals_the_joins(traces_dir):
+    """StepResult.step_of_calls (compute_steps' correlation-id table) gives call_steps_of;
+    classify_steps with it gives what it gives without; a copy with other call_steps and
+    the analysis's result keep none."""
+    import dataclasses
+
+    import cgprof
+    from cgprof.metrics import analyze
+    from cgprof.metrics import steps as St
+    from cgprof.metrics.coverage import call_steps_of
+    from cgprof.metrics.gaps import gpu_gaps
+    from cgprof.metrics.gpu import gpu_ops
+    from cgprof.metrics.launches import api_calls
+
+    kept = 0
+    for path in sorted(traces_dir.glob("*.sqlite")):
+        trace = cgprof.load(path)
+        ops, calls = gpu_ops(trace), api_calls(trace)
+        res = St.compute_steps(trace, calls, ops)
+        got = res.step_of_calls(calls)
+        if got is not None:
+            kept += 1
+            assert got.tolist() == call_steps_of(calls, res.call_steps).tolist(), path.name
+            gaps = gpu_gaps(ops, calls).gaps
+            other = dataclasses.replace(res, steps=res.steps.copy())
+            St.classify_steps(res, gaps)
+            other.lookup = None
+            St.classify_steps(other, gaps)
+            pdt.assert_frame_equal(res.steps, other.steps)
+        copy = dataclasses.replace(res, call_steps=res.call_steps.iloc[0:0].copy())
+        assert copy.step_of_calls(calls) is None and copy._lookup() is None
+        assert analyze(trace).steps.lookup is None
+    assert kept >= 10
