@@ -260,7 +260,8 @@ def analyze(
     # read would fail), the verdict reads them (win_steps below).
     say("measuring graph replays")
     early_steps = steps.window_steps().drop(columns=["launch_wait_ns", "launch_bound"])
-    call_pos = window_positions(calls, steps.call_steps, early_steps)  # every call's
+    call_pos = window_positions(calls, steps.call_steps, early_steps,  # every call's
+                                steps.step_of_calls(calls))
     in_window, replay_calls = _window_calls(calls, steps, call_pos)
     launch_table = launch_summary(calls, in_window)
     del in_window
@@ -306,6 +307,7 @@ def analyze(
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
                 graph_trace_mode=trace.meta.graph_trace_mode, launches=launches)
     del launches
+    steps.lookup = None  # the analysis's own (its table is not kept in the result)
     if aside is not None:
         summaries, ranges = aside.result()
     # One trim, after the last big temporaries: the reports then start from what is alive
