@@ -234,3 +234,22 @@ def test_step_lookup_kept_from_compute_steps_equals_the_joins(traces_dir):
         assert copy.step_of_calls(calls) is None and copy._lookup() is None
         assert analyze(trace).steps.lookup is None
     assert kept >= 10
+
+
+def test_names_from_one_index_lookup_equal_a_get_per_id():
+    import pandas as pd
+
+    from cgprof import trace as T
+
+    def by_get(ids, strings, index):  # _names as it was: strings.get per distinct id
+        codes, uniq = pd.factorize(ids, sort=False)
+        cat = pd.Categorical([strings.get(int(i), f"<unknown string {int(i)}>") for i in uniq])
+        return pd.Series(pd.Categorical.from_codes(cat.codes[codes], dtype=cat.dtype),
+                         index=index, copy=False)
+
+    strings = pd.Series({1: "a", 5: "b", 7: None, 9: "zz", 2: "a"}, dtype="object")
+    for ids in ([1, 5, 7, 9, 2, 3, -1, 1, 5], [3, 4], [9, 9, 1], list(range(-3, 2000, 7))):
+        ids = np.array(ids, dtype=np.int64)
+        index = pd.RangeIndex(len(ids))
+        for s in (strings, pd.Series(dtype="object")):
+            pdt.assert_series_equal(T._names(ids, s, index), by_get(ids, s, index))
