@@ -120,10 +120,24 @@ def _matches(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
     return per_cat[names.cat.codes.to_numpy()]  # code -1 (missing name) picks the last False
 
 
+def _live_count(names: pd.Series, captured: np.ndarray, pattern: re.Pattern[str]) -> int:
+    """How many names match, of the rows not ``captured``: ``_matches(names[~captured],
+    pattern).sum()``, without that copy of the calls, nor a row's look when no category
+    matches (an eager trace has no graph launch name: ResNet-18, 212k calls, ~2.5 ms)."""
+    if isinstance(names.dtype, pd.CategoricalDtype) and not any(
+            pattern.search(str(c)) for c in names.cat.categories):
+        return 0
+    return int(np.count_nonzero(_matches(names, pattern) & ~captured))
+
+
 def _captured(calls: pd.DataFrame) -> np.ndarray:
     """True for calls on a thread between its StreamBeginCapture and StreamEndCapture."""
-    begin = _matches(calls["name"], _BEGIN_CAPTURE)
-    end = _matches(calls["name"], _END_CAPTURE)
+    names = calls["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype) and not any(
+            _BEGIN_CAPTURE.search(str(c)) for c in names.cat.categories):
+        return np.zeros(len(calls), dtype=bool)  # no capture begins: no row to look at
+    begin = _matches(names, _BEGIN_CAPTURE)
+    end = _matches(names, _END_CAPTURE)
     if not begin.any():
         return np.zeros(len(calls), dtype=bool)
     order = np.lexsort((calls["start_ns"].to_numpy(), calls["global_tid"].to_numpy()))
@@ -211,16 +225,16 @@ def validate(trace: Trace) -> None:
     check_graphs = trace.meta.graph_trace_mode_source == "metadata" and no_replays
     if calls.empty or not (trace.kernels.empty or check_graphs):
         return
-    live = calls[~_captured(calls)]
+    captured = _captured(calls)
     if trace.kernels.empty:
-        launches = int(_matches(live["name"], _KERNEL_LAUNCH).sum())
+        launches = _live_count(calls["name"], captured, _KERNEL_LAUNCH)
         if launches:
             raise damaged(path, f"{launches} kernel launch calls (cudaLaunchKernel...) outside "
                                 f"stream capture but no kernels (table {S.KERNEL} "
                                 f"{'is empty' if S.KERNEL in tables else 'is missing'})")
     # Only when the export's own settings name the granularity: older exports kept replays
     # in CUDA_GRAPH_EVENTS or not at all.
-    graph_launches = int(_matches(live["name"], _GRAPH_LAUNCH).sum()) if check_graphs else 0
+    graph_launches = _live_count(calls["name"], captured, _GRAPH_LAUNCH) if check_graphs else 0
     if graph_launches:
         if trace.meta.graph_trace_mode == "graph":
             where = f"no rows in {S.GRAPH_TRACE} (--cuda-graph-trace=graph)"

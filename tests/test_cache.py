@@ -569,13 +569,23 @@ def test_a_prefetched_trace_loads_the_same_and_is_taken_once(cached, cache_dir, 
     assert isinstance(early, cache.CachedSource if cached else engine.SqliteSource)
     from cgprof import schema as S
 
-    if cached:  # the stored frames of the kernels and API calls under way
-        assert len(early._ahead) == 2
+    if cached:  # every file of the entry the load reads: the stored frames first
+        assert list(early._ahead)[:2] == [f"{S.KERNEL}.frame", f"{S.RUNTIME}.frame"]
+        assert {f"{t}.frame" for t in early.frames} <= set(early._ahead)
+        assert len(early._ahead) >= 10
     else:  # every table the loader reads, each in its thread
         assert set(early._ahead) == {t for t in S.READ_COLUMNS if t in early.tables}
         assert len(early._ahead) >= 5
+    import threading
+
+    here = []  # files the load itself reads: none when the prefetch asked for each as it does
+    real = early._read
+    monkeypatch.setattr(early, "_read", lambda *a: here.append(
+        a[0] if threading.current_thread() is threading.main_thread() else None) or real(*a))
     got = T.load(src)
     assert not engine._early and not early._ahead  # taken by the load, reads consumed
+    if cached:
+        assert [f for f in here if f] == []
     _same_trace(plain, got)
 
 

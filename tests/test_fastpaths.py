@@ -297,6 +297,8 @@ def test_step_keys_by_lookup_table_equal_the_unique_path(traces_dir, monkeypatch
     monkeypatch.setattr(St, "_first_match_dense", lambda a, b: None)
     slow = St.compute_steps(trace, calls, ops)
     St.classify_steps(slow, gaps)
-    assert used[0] == (name != "resnet18_train_eager")  # there a call key repeats: np.unique
+    # resnet18_train_eager's correlation ids span 6.8 times its calls: a table since
+    # intervals.dense_room (4 slots per call before, the np.unique path then)
+    assert used[0]
     pdt.assert_frame_equal(fast.steps, slow.steps)
     pdt.assert_frame_equal(fast.call_steps, slow.call_steps)

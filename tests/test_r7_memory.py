@@ -152,9 +152,9 @@ def test_kernel_columns_are_lent_and_given_back(traces_dir, monkeypatch, name):
     seen = []
     real = M.measure_gaps
 
-    def spy(ops, calls, window=None):
+    def spy(ops, calls, window=None, **options):
         seen.append(list(trace.kernels.columns))
-        return real(ops, calls, window)
+        return real(ops, calls, window, **options)
 
     monkeypatch.setattr(M, "measure_gaps", spy)
     res = analyze(trace)
@@ -176,7 +176,7 @@ def test_kernel_columns_given_back_when_the_gaps_fail(traces_dir, monkeypatch):
     trace = cgprof.load(traces_dir / "user_train.sqlite")
     want = _plain(trace.kernels)
 
-    def boom(ops, calls, window=None):
+    def boom(ops, calls, window=None, **options):
         assert "start_ns" not in trace.kernels
         raise RuntimeError("boom")
 
@@ -356,9 +356,9 @@ def test_no_kernel_column_is_lent_while_the_summaries_thread_reads_them(traces_d
     seen = []
     real = M.measure_gaps
 
-    def spy(ops, calls, window=None):
+    def spy(ops, calls, window=None, **options):
         seen.append(set(trace.kernels.columns))
-        return real(ops, calls, window=window)
+        return real(ops, calls, window=window, **options)
 
     monkeypatch.setattr(M, "measure_gaps", spy)
     analyze(trace)

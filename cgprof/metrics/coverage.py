@@ -128,10 +128,14 @@ def family_mask(calls: pd.DataFrame, *families: str, live: bool = True,
 
 
 def window_positions(calls: pd.DataFrame, call_steps: pd.DataFrame,
-                     steps: pd.DataFrame) -> np.ndarray:
+                     steps: pd.DataFrame, step_of: np.ndarray | None = None) -> np.ndarray:
     """For every API call (``calls`` row order), the row of ``steps`` (rows of the step table,
-    e.g. the window steps) holding the call's step; -1 for a call in none of them."""
-    return step_positions(call_steps_of(calls, call_steps), steps["step"].to_numpy(np.int64))
+    e.g. the window steps) holding the call's step; -1 for a call in none of them.
+    ``step_of``: :func:`call_steps_of` of the calls when the caller has it
+    (:meth:`cgprof.metrics.steps.StepResult.step_of_calls`)."""
+    if step_of is None:
+        step_of = call_steps_of(calls, call_steps)
+    return step_positions(step_of, steps["step"].to_numpy(np.int64))
 
 
 @dataclass

@@ -101,10 +101,9 @@ class GapResult:
         """The same result listing only gaps longer than ``min_gap_ns`` (totals unchanged)."""
         if self.total is not None:
             raise ValueError("the gap list was cut to its longest gaps")
-        keep = self.gaps["gap_ns"].to_numpy() > min_gap_ns
-        if keep.all() and self.gaps.index.equals(pd.RangeIndex(len(keep))):
+        listed = _listed(self.gaps, min_gap_ns)
+        if listed is self.gaps:
             return dataclasses.replace(self, min_gap_ns=min_gap_ns)  # nothing to drop
-        listed = self.gaps[keep].reset_index(drop=True)
         return dataclasses.replace(self, gaps=listed, histogram=histogram(listed),
                                    min_gap_ns=min_gap_ns)
 
@@ -126,6 +125,14 @@ def longest_gaps(gaps: pd.DataFrame, limit: int | None) -> pd.DataFrame:
     equal = np.flatnonzero(dur == cut)[:limit - len(longer)]
     keep = np.sort(np.concatenate([longer, equal]))
     return gaps.take(keep).reset_index(drop=True)
+
+
+def _listed(gaps: pd.DataFrame, min_gap_ns: int) -> pd.DataFrame:
+    """The rows of ``gaps`` longer than ``min_gap_ns`` (``gaps`` itself when that is all)."""
+    keep = gaps["gap_ns"].to_numpy() > min_gap_ns
+    if keep.all() and gaps.index.equals(pd.RangeIndex(len(keep))):
+        return gaps
+    return gaps[keep].reset_index(drop=True)
 
 
 def _window_clip(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFrame:
@@ -175,11 +182,19 @@ class MeasuredGaps:
 
     gaps: pd.DataFrame
     busy: pd.DataFrame | None  # None: no op
-    streams: pd.DataFrame
+    streams: pd.DataFrame | None  # None: not measured (measure_gaps(streams=False))
     window: tuple[int, int] | None
+    #: every gap is in ``gaps`` (what :func:`window_gaps` reads of a GapResult besides them)
+    min_gap_ns = 0
+
+    def listed(self, min_gap_ns: int) -> pd.DataFrame:
+        """The gaps longer than ``min_gap_ns``: ``self.result().above(min_gap_ns).gaps``."""
+        return _listed(self.gaps, min_gap_ns)
 
     def result(self, min_gap_ns: int = 0) -> GapResult:
         """The :class:`GapResult` (as :func:`gpu_gaps` returns it)."""
+        if self.streams is None:
+            raise ValueError("measured with streams=False: no stream table for a result")
         devices = _device_table(self.busy, self.gaps, self.window)
         by_kind, hist = _kind_tables(self.gaps, devices)
         result = GapResult(devices=devices, gaps=self.gaps, by_kind=by_kind, histogram=hist,
@@ -188,15 +203,18 @@ class MeasuredGaps:
 
 
 def measure_gaps(ops: pd.DataFrame, calls: pd.DataFrame,
-                 window: tuple[int, int] | None = None) -> MeasuredGaps:
-    """The part of :func:`gpu_gaps` that reads ``ops``."""
+                 window: tuple[int, int] | None = None, streams: bool = True) -> MeasuredGaps:
+    """The part of :func:`gpu_gaps` that reads ``ops``. ``streams=False``: no stream table,
+    for a caller that reads only the gaps (the steps' span when the report's window is
+    another: :func:`window_gaps` measures the window's own)."""
     ops = _window_clip(ops, window)
     if len(ops):
         start, end = ops["start_ns"], ops["end_ns"]
         live = (end.to_numpy() > start.to_numpy()) if start.dtype == end.dtype == np.int64 else (
             end > start).to_numpy(dtype=bool)
         ops = ops if live.all() else ops[live]
-    streams = _stream_table(ops)  # before the gap table exists: its sort is a big transient
+    # before the gap table exists: its sort is a big transient
+    stream_table = _stream_table(ops) if streams else None
     chunked = _Chunked.of(ops, calls)
     table = chunked.gaps(window) if chunked is not None else None
     del chunked
@@ -232,14 +250,15 @@ def measure_gaps(ops: pd.DataFrame, calls: pd.DataFrame,
         busy = None
     elif busy is None:
         busy = union_busy(ops, ["device_id"])
-    return MeasuredGaps(gaps=all_gaps, busy=busy, streams=streams, window=window)
+    return MeasuredGaps(gaps=all_gaps, busy=busy, streams=stream_table, window=window)
 
 
-def window_gaps(span: GapResult, ops: pd.DataFrame, calls: pd.DataFrame,
+def window_gaps(span: GapResult | MeasuredGaps, ops: pd.DataFrame, calls: pd.DataFrame,
                 span_window: tuple[int, int] | None,
                 window: tuple[int, int] | None) -> GapResult:
     """``gpu_gaps(ops, calls, window=window)``, derived from ``span`` (``gpu_gaps(ops, calls,
-    window=span_window)``, unfiltered) when ``window`` lies inside ``span_window``.
+    window=span_window)``, unfiltered, or the :func:`measure_gaps` it comes from: only its
+    gaps are read) when ``window`` lies inside ``span_window``.
 
     The trick: the busy union of the ops clipped to the window is the span's union cut to the
     window, so the window's inner gaps are the span's inner gaps strictly inside it, with the
@@ -254,7 +273,8 @@ def window_gaps(span: GapResult, ops: pd.DataFrame, calls: pd.DataFrame,
     return derived if derived is not None else gpu_gaps(ops, calls, window=window)
 
 
-def _derive_window(span: GapResult, ops: pd.DataFrame, span_window: tuple[int, int] | None,
+def _derive_window(span: GapResult | MeasuredGaps, ops: pd.DataFrame,
+                   span_window: tuple[int, int] | None,
                    window: tuple[int, int] | None) -> GapResult | None:
     """:func:`window_gaps` from ``span``, or None where it does not apply."""
     if window is None or span_window is None or span.min_gap_ns:

@@ -106,7 +106,11 @@ def _in_capture(calls: pd.DataFrame) -> np.ndarray:
     that thread's rows only; the millions of calls outside a capture are never looked at.
     A table out of start order, or a trace of very many captures, takes the sweep over
     every row of the capturing threads (:func:`_in_capture_sweep`)."""
-    marks = _capture_marks(calls["name"])
+    names = calls["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype) and not any(
+            "StreamBeginCapture" in str(c) for c in names.cat.categories):
+        return np.zeros(len(calls), dtype=bool)  # no capture begins: no row to look at
+    marks = _capture_marks(names)
     out = np.zeros(len(calls), dtype=bool)
     events = np.flatnonzero(marks)
     if not (marks[events] > 0).any():

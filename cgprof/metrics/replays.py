@@ -62,7 +62,16 @@ class ReplayResult:
 
 def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> ReplayResult:
     """Join graph launch calls to the GPU work they replayed (see module doc)."""
-    launches = calls[(calls["family"] == L.GRAPH_LAUNCH) & ~calls["in_capture"]]
+    fam = calls["family"]
+    if isinstance(fam.dtype, pd.CategoricalDtype) and L.GRAPH_LAUNCH not in fam.cat.categories:
+        # An eager trace launches no graph: the empty table straight away, not the joins and
+        # casts of _replays_of over empty frames (ResNet-18 eager, 300 steps: 10 -> 0.3 ms).
+        return _no_replays(node_level)
+    return _replays_of(ops, calls[(fam == L.GRAPH_LAUNCH) & ~calls["in_capture"]], node_level)
+
+
+def _replays_of(ops: pd.DataFrame, launches: pd.DataFrame, node_level: bool) -> ReplayResult:
+    """:func:`graph_replays` of the graph launch calls ``launches``."""
     launches = launches.sort_values("start_ns", kind="stable").reset_index(drop=True)
     base = pd.DataFrame({
         "replay": np.arange(len(launches), dtype=np.int64),
@@ -98,6 +107,27 @@ def graph_replays(ops: pd.DataFrame, calls: pd.DataFrame, node_level: bool) -> R
     replays = base[REPLAY_COLUMNS]
     return ReplayResult(replays=replays, summary=_summary(replays), node_level=node_level,
                         cost_model=_cost_model(replays))
+
+
+#: The dtypes of REPLAY_COLUMNS as :func:`graph_replays` makes them.
+_REPLAY_DTYPES = {
+    "replay": np.int64, "pid": np.int64, "tid": np.int64, "corr_id": np.int64, "api": object,
+    "api_start_ns": np.int64, "api_dur_ns": np.int64, "device_id": "Int64",
+    "stream_id": "Int64", "first_start_ns": "Int64", "last_end_ns": "Int64",
+    "latency_ns": "Int64", "span_ns": "Int64", "busy_ns": "Int64", "compactness": "Float64",
+    "nodes": "Int64", "gaps_ns": "Int64", "max_gap_ns": "Int64", "median_gap_ns": "Float64",
+    "mean_node_ns": "Float64", "longest_gap_after": "string",
+}
+
+
+def _no_replays(node_level: bool) -> ReplayResult:
+    """What :func:`graph_replays` gives for calls with no graph launch (the same empty table,
+    dtypes and all; tests/test_fastpaths.py compares them)."""
+    empty = pd.DataFrame({c: pd.Series(dtype=_REPLAY_DTYPES[c]) for c in REPLAY_COLUMNS})
+    none: dict[str, float | None] = {"count": 0.0, "p50": None, "p99": None, "mean": None,
+                                     "min": None, "max": None}
+    return ReplayResult(replays=empty, summary={m: dict(none) for m in SUMMARY_METRICS},
+                        node_level=node_level, cost_model=None)
 
 
 def _with_stats(base: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
