@@ -46,6 +46,13 @@ def frame_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+#: Records per piece of a big table's JSON. 10M kernels' 100,000-step table (37 columns)
+#: in one piece held ~0.2-0.3 GB of encoder temporaries at the run's peak (1.86 GB); in
+#: pieces of 10,000 the JSON stage adds ~10 MB, and writes faster (1M --all-gaps: 0.97 ->
+#: 0.81 s, 10M: 0.62 -> 0.52 s, in one process).
+PIECE_ROWS = 10_000
+
+
 class _Table:
     """A DataFrame to be written as a JSON array of records by pandas' C encoder.
 
@@ -90,7 +97,7 @@ class _Table:
     def to_json(self) -> str:
         return "".join(self.chunks())
 
-    def chunks(self, rows: int = 100_000) -> Iterator[str]:
+    def chunks(self, rows: int = PIECE_ROWS) -> Iterator[str]:
         """The table's JSON in pieces of ``rows`` records (same bytes as one piece): a
         million-gap table never sits in memory as one 200 MB string."""
         if self.records is not None:
