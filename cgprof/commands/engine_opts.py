@@ -91,7 +91,7 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "--memory-limit", metavar="SIZE", callback=_check_size,
         help="Memory cap of the SQLite reader (DuckDB), e.g. 1GB (default 4GB, or "
              "$CGPROF_MEMORY_LIMIT); it spills to disk beyond it. The analysis after the "
-             "read is not capped (10M kernels + 10M API calls: ~2.4 GB).")(wrapper)
+             "read is not capped (10M kernels + 10M API calls: ~1.9 GB).")(wrapper)
     wrapper = click.option(
         "--no-cache", is_flag=True,
         help="Neither read nor write cgprof's columnar cache of the trace.")(wrapper)
