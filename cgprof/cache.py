@@ -329,12 +329,18 @@ def _object_kind(col: Any) -> str | None:
     return None
 
 
+def has_categories(layout: list[list[Any]]) -> bool:
+    """Whether a frame layout has a categories table (``category:DTYPE`` or
+    ``category-int64`` columns)."""
+    return any(kind.startswith("category") for _, kind in layout)
+
+
 def read_frame(src: E.DirSource, table: str, layout: list[list[Any]],
                rebuild: Any = None) -> Any:
     """The stored frame of ``table`` in the entry ``src`` reads."""
     tbl = src.read(f"{table}.frame", stored_columns(layout))
     cats_tbl = None
-    if any(kind.startswith("category") for _, kind in layout):
+    if has_categories(layout):
         cats_tbl = src.read(f"{table}.categories", ["column", "value"])
     return arrow_to_frame(tbl, layout, cats_tbl, rebuild)
 
@@ -394,7 +400,7 @@ class Pending:
         delta = {c: "DELTA_BINARY_PACKED" for c, kind in layout
                  if kind in ("int64", "Int64") or kind.startswith("category")}
         self._write(f"{table}.frame", tbl, compression="none", column_encoding=delta)
-        if any(kind.startswith("category") for _, kind in layout):
+        if has_categories(layout):
             self._write(f"{table}.categories", cats)
         self.frames[table] = layout
 
@@ -450,7 +456,7 @@ def prefetch(path: str | os.PathLike[str]) -> None:
             # and every other file the load reads (one each): the reads leave the load, whose
             # file reads took ~10 ms after the imports (ResNet-18: 11 small Parquet files)
             for table, layout in cached.frames.items():
-                if any(kind.startswith("category:") for _, kind in layout):
+                if has_categories(layout):  # as read_frame reads it
                     cached.read_ahead(f"{table}.categories", ["column", "value"])
                 cached.read_ahead(f"{table}.frame", stored_columns(layout))
             cached.read_ahead_activity()
