@@ -460,11 +460,7 @@ def prefetch(path: str | os.PathLike[str]) -> None:
                     cached.read_ahead(f"{table}.categories", ["column", "value"])
                 cached.read_ahead(f"{table}.frame", stored_columns(layout))
             cached.read_ahead_activity()
-            for table, columns in ((S.META_EXPORT_OLD, ["name", "value"]),
-                                   (S.META_EXPORT, ["name", "value"]),
-                                   (S.META_CAPTURE, ["name", "value"]),
-                                   (S.GPU_INFO, ["id", "name"]),
-                                   (S.THREAD_NAMES, ["globalTid", "nameId"])):
+            for table, columns in S.INFO_COLUMNS.items():
                 if set(columns) <= set(cached.tables.get(table, ())):  # as the load asks
                     cached.read_ahead(table, columns)
         elif path.suffix.lower() != ".nsys-rep":

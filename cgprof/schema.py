@@ -158,6 +158,13 @@ NVTX_COLS: list[tuple[str, str, object]] = [
     ("domainId", "domain_id", 0), ("int64Value", "i64", None), ("uint64Value", "u64", None),
     ("int32Value", "i32", None), ("uint32Value", "u32", None)]
 
+#: The small info tables the loader reads whole, and their columns (GPU names are optional:
+#: without them the loader reads ``id`` alone).
+INFO_COLUMNS: dict[str, list[str]] = {
+    META_EXPORT_OLD: ["name", "value"], META_EXPORT: ["name", "value"],
+    META_CAPTURE: ["name", "value"], GPU_INFO: ["id", "name"],
+    THREAD_NAMES: ["globalTid", "nameId"]}
+
 #: The nsys columns the loader reads of each table (those present, in this order), read
 #: ahead by :meth:`cgprof.engine.Source.read_ahead_activity`: the two big tables first, then
 #: the small ones, each in its own thread, so that the loader's reads take them finished.

@@ -419,9 +419,9 @@ def _check_file(path: Path) -> None:
 def _read_meta(src: E.Source) -> dict[str, str]:
     out: dict[str, str] = {}
     for table in (S.META_EXPORT_OLD, S.META_EXPORT, S.META_CAPTURE):
-        cols = src.tables.get(table, [])
-        if "name" in cols and "value" in cols:
-            tbl = src.read(table, ["name", "value"])
+        want = S.INFO_COLUMNS[table]  # name, value
+        if set(want) <= set(src.tables.get(table, [])):
+            tbl = src.read(table, want)
             for name, value in zip(tbl.column("name").to_pylist(),
                                    tbl.column("value").to_pylist(), strict=True):
                 if isinstance(name, str):
@@ -844,7 +844,7 @@ def _load_gpus(src: E.Source) -> pd.DataFrame:
         return pd.DataFrame({"device_id": pd.Series(dtype="int64"),
                              "name": pd.Series(dtype="object")})
     if "name" in cols:
-        rows = _rows(src, S.GPU_INFO, ["id", "name"])
+        rows = _rows(src, S.GPU_INFO, S.INFO_COLUMNS[S.GPU_INFO])  # id, name
     else:
         rows = [(i, "") for (i,) in _rows(src, S.GPU_INFO, ["id"])]
     # An info table: a row without a usable id (a damaged file) is left out, not fatal.
@@ -862,8 +862,8 @@ def _load_threads(src: E.Source, strings: pd.Series) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in
                              ("global_tid", "pid", "tid")}).assign(name=pd.Series(dtype=object))
     # An info table: a row without a usable thread id (a damaged file) is left out.
-    rows = [r for r in _rows(src, S.THREAD_NAMES, ["globalTid", "nameId"])
-            if isinstance(r[0], int)]
+    rows = [r for r in _rows(src, S.THREAD_NAMES, S.INFO_COLUMNS[S.THREAD_NAMES])
+            if isinstance(r[0], int)]  # globalTid, nameId
     if rows and all(type(r[0]) is int and type(r[1]) is int for r in rows):
         # The usual table, a few dozen int rows: the frame the general path below makes,
         # built in one go (its frame operations cost ~2 ms, a small trace's analysis 0.5%).
