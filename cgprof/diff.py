@@ -325,7 +325,21 @@ def _assign(starts: np.ndarray, ext_cummax: np.ndarray, t: np.ndarray) -> np.nda
     return np.where(ok, j, -1)
 
 
-_CALLS: dict[int, tuple[weakref.ref, pd.DataFrame]] = {}
+#: (id of the object, what) -> (a weak reference to the object, the value made of it).
+_MADE: dict[tuple[Any, ...], tuple[weakref.ref, Any]] = {}
+
+
+def _once(owner: Any, what: tuple[Any, ...], make: Any) -> Any:
+    """``make()`` once per live ``owner`` object and ``what``; forgotten with the object."""
+    key = (id(owner), *what)
+    hit = _MADE.get(key)
+    if hit is not None and hit[0]() is owner:
+        return hit[1]
+    for k in [k for k, (ref, _) in _MADE.items() if ref() is None]:
+        del _MADE[k]
+    value = make()
+    _MADE[key] = (weakref.ref(owner), value)
+    return value
 
 
 def cached_api_calls(trace: Trace) -> pd.DataFrame:
@@ -333,14 +347,7 @@ def cached_api_calls(trace: Trace) -> pd.DataFrame:
 
     Several windows of one trace (and its timeline) need the calls with their launch family;
     on a trace with a million calls classifying them takes about a second each time."""
-    hit = _CALLS.get(id(trace))
-    if hit is not None and hit[0]() is trace:
-        return hit[1]
-    for key in [k for k, (ref, _) in _CALLS.items() if ref() is None]:
-        del _CALLS[key]
-    calls = api_calls(trace)
-    _CALLS[id(trace)] = (weakref.ref(trace), calls)
-    return calls
+    return _once(trace, ("api_calls",), lambda: api_calls(trace))
 
 
 def view(
@@ -459,22 +466,12 @@ def _step_rows(step_of: np.ndarray, steps: np.ndarray) -> np.ndarray:
     return step_positions(step_of, np.unique(steps)) >= 0
 
 
-_STEPS_OF: dict[tuple[int, str], tuple[weakref.ref, np.ndarray]] = {}
-
-
 def _steps_of(result: AnalysisResult, name: str, df: pd.DataFrame) -> np.ndarray:
     """``call_steps_of(df, result.steps.call_steps)`` (the step of each row of the frame
     ``name`` of ``result``: its kernels, its API calls), once per result: the three views
     of one report (10M kernels: ~1 s each time)."""
-    key = (id(result), name)
-    hit = _STEPS_OF.get(key)
-    if hit is not None and hit[0]() is result and len(hit[1]) == len(df):
-        return hit[1]
-    for k in [k for k, (ref, _) in _STEPS_OF.items() if ref() is None]:
-        del _STEPS_OF[k]
-    step = call_steps_of(df, result.steps.call_steps)
-    _STEPS_OF[key] = (weakref.ref(result), step)
-    return step
+    return _once(result, ("steps of", name, len(df)),
+                 lambda: call_steps_of(df, result.steps.call_steps))
 
 
 def _kernel_table(names: pd.Series, dur: pd.Series, rows: np.ndarray,
