@@ -321,7 +321,7 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
     heads = rank_heads(trace)
     ids = [h.rank_id for h in heads]
     chosen = [h for h in heads if only is None or h.rank_id == only]
-    return RunFigures({h.rank_id: figures(analyze_rank(rank_of(trace, h, False), str(path),
+    return RunFigures({h.rank_id: figures(analyze_rank(rank_of(trace, h), str(path),
                                                        step=step, skip=skip).result)
                        for h in chosen}, True, ids)
 

@@ -108,8 +108,8 @@ def analyze_file(path: str, step: str | None = None, skip: int = 0,
         if not heads:
             raise TraceError(f"{path}: no process with GPU work, so no rank")
         # one rank's sub-trace at a time (each result compact before the next is cut)
-        out = [analyze_rank(rank_of(trace, h, len(heads) <= 1), str(path), step=step,
-                            skip=skip, min_gap_us=min_gap_us).compact() for h in heads]
+        out = [analyze_rank(rank_of(trace, h), str(path), step=step, skip=skip,
+                            min_gap_us=min_gap_us).compact() for h in heads]
         out = with_others(out, trace, str(path))
     except CgprofError:
         raise

@@ -190,6 +190,8 @@ class RankHead:
     device_ids: tuple[int, ...]
     source: str
     marker: int | None
+    #: the trace's only rank: its trace is the whole trace (so its analysis is the file's)
+    alone: bool = False
 
 
 def rank_heads(trace: Trace) -> list[RankHead]:
@@ -199,17 +201,18 @@ def rank_heads(trace: Trace) -> list[RankHead]:
     markers = [rank_marker(trace, p) for p in pids]
     devs = [device_ids(trace, p) for p in pids]
     ids, source = assign_rank_ids(markers, devs)
-    heads = [RankHead(rank_id=i, pid=p, device_ids=d, source=source, marker=m)
+    heads = [RankHead(rank_id=i, pid=p, device_ids=d, source=source, marker=m,
+                      alone=len(pids) == 1)
              for i, p, d, m in zip(ids, pids, devs, markers, strict=True)]
     return sorted(heads, key=lambda h: h.rank_id)
 
 
-def rank_of(trace: Trace, head: RankHead, alone: bool) -> Rank:
+def rank_of(trace: Trace, head: RankHead) -> Rank:
     """The :class:`Rank` of ``head``: its sub-trace cut from ``trace`` (the whole trace when
-    it is the trace's ``alone`` rank)."""
+    it is the trace's only rank)."""
     return Rank(rank_id=head.rank_id, pid=head.pid, device_ids=head.device_ids,
-                trace=trace if alone else sub_trace(trace, head.pid), source=head.source,
-                marker=head.marker)
+                trace=trace if head.alone else sub_trace(trace, head.pid),
+                source=head.source, marker=head.marker)
 
 
 def split_ranks(trace: Trace) -> list[Rank]:
@@ -218,8 +221,7 @@ def split_ranks(trace: Trace) -> list[Rank]:
     A trace with one such process gives one rank whose trace is the whole trace (so its
     analysis is exactly that of the file). Every sub-trace is cut at once: to analyse the
     ranks one after the other, :func:`analyze_ranks` cuts each as it comes."""
-    heads = rank_heads(trace)
-    return [rank_of(trace, h, len(heads) <= 1) for h in heads]
+    return [rank_of(trace, h) for h in rank_heads(trace)]
 
 
 # ---------------------------------------------------------------------------------------
@@ -537,7 +539,7 @@ def analyze_ranks(trace: Trace, step: str | None = None, skip: int = 0,
     for i, h in enumerate(heads):
         say = None if progress is None else _prefixed(progress, f"rank {h.rank_id} "
                                                                 f"({i + 1}/{len(heads)}): ")
-        r = analyze_rank(rank_of(trace, h, len(heads) <= 1), path, step=step, skip=skip,
+        r = analyze_rank(rank_of(trace, h), path, step=step, skip=skip,
                          min_gap_us=min_gap_us, progress=say)
         whole = keep if isinstance(keep, bool) else keep == h.rank_id
         results.append(r if whole else r.light(gap_limit))

@@ -510,8 +510,8 @@ def test_light_ranks_free_their_sub_traces(two, monkeypatch):
     cut: list[weakref.ref] = []
     real = R.rank_of
 
-    def spy(trace, head, alone):
-        rank = real(trace, head, alone)
+    def spy(trace, head):
+        rank = real(trace, head)
         cut.append(weakref.ref(rank.trace))
         return rank
 
