@@ -128,13 +128,14 @@ def _nvtx_spans(tr: Any) -> pd.DataFrame:
     return nv.assign(end_ns=nv["end_ns"].astype("int64"))
 
 
-def _event_sources(v: RunView) -> list[Any]:
+def _event_sources(v: RunView) -> dict[str, Any]:
     """The frames whose rows are a run's timeline events, in drawing order (each a frame or
     a function making it): steps, NVTX ranges, API calls, kernels, copies, memsets, graph
     replays, idle gaps. :func:`_events` draws their rows; :func:`_event_starts` counts."""
     tr = v.result.trace
-    return [v.steps, lambda: _nvtx_spans(tr), lambda: cached_api_calls(tr), tr.kernels,
-            tr.memcpy, tr.memset, tr.graph_trace, v.result.step_gaps]
+    return {"steps": v.steps, "nvtx": lambda: _nvtx_spans(tr),
+            "calls": lambda: cached_api_calls(tr), "kernels": tr.kernels, "memcpy": tr.memcpy,
+            "memset": tr.memset, "graph_trace": tr.graph_trace, "gaps": v.result.step_gaps}
 
 
 def _event_starts(v: RunView, t0: int, t1: int) -> list[np.ndarray]:
@@ -142,10 +143,10 @@ def _event_starts(v: RunView, t0: int, t1: int) -> list[np.ndarray]:
     per source: what counting them needs, without a frame of every event (a 10M-kernel
     trace: ~30M events, 11 GB and ~100 s as one sorted frame)."""
     out = []
-    for n, src in enumerate(_event_sources(v)):
+    for name, src in _event_sources(v).items():
         df = src() if callable(src) else src
         hit = _overlapping(df, t0, t1)
-        if n == 2 and hit.any():  # API calls: the busiest threads' rows only
+        if name == "calls" and hit.any():  # the busiest threads' rows only
             tid = df["tid"].to_numpy(np.int64)
             hit &= np.isin(tid, _host_threads(tid[hit]))
         starts = df["start_ns"].to_numpy(np.int64)[hit]
@@ -162,7 +163,7 @@ def _events(v: RunView, t0: int, t1: int) -> pd.DataFrame:
 
     Columns: row, cat, start_ns, end_ns, name and detail (hover lines)."""
     tr = v.result.trace
-    steps, nvtx, calls_of, kernels, memcpy, memset, graph_trace, gaps = _event_sources(v)
+    src = _event_sources(v)
     parts: list[dict[str, Any]] = []
 
     def clip(df: pd.DataFrame) -> pd.DataFrame:
@@ -174,21 +175,21 @@ def _events(v: RunView, t0: int, t1: int) -> pd.DataFrame:
                       "detail": detail})
 
     # The host range: a graphed step's GPU work runs long after it, overlapping later steps.
-    st = clip(steps)
+    st = clip(src["steps"])
     add("steps", "step", st,
         [f"step {s} ({m}), window position {i}" for s, m, i in
          zip(st["step"], st["mode"], st["i"], strict=True)],
         [f"host range {d / 1000:.3f} us, effective {e / 1000:.3f} us"
          for d, e in zip(st["dur_ns"], st["effective_ns"], strict=True)])
 
-    nv = clip(nvtx())
+    nv = clip(src["nvtx"]())
     if len(nv):
         nv = nv.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable")
         add(_lanes(nv["start_ns"].to_numpy(np.int64), nv["end_ns"].to_numpy(np.int64)),
             "NVTX range", nv, nv["name"].astype(str).to_numpy(),
             [f"thread {t}" for t in nv["tid"]])
 
-    calls = clip(calls_of())
+    calls = clip(src["calls"]())
     if len(calls):
         keep = _host_threads(calls["tid"].to_numpy(np.int64))
         calls = calls[calls["tid"].isin(keep)]
@@ -212,15 +213,15 @@ def _events(v: RunView, t0: int, t1: int) -> pd.DataFrame:
             [f"stream {s}, corr {c}" for s, c in zip(df["stream_id"], df["corr_id"],
                                                      strict=True)])
 
-    gpu(kernels, lambda k: np.where(k["graph_node_id"].notna().to_numpy(dtype=bool),
-                                    "kernel in graph replay", "kernel"),
+    gpu(src["kernels"], lambda k: np.where(k["graph_node_id"].notna().to_numpy(dtype=bool),
+                                           "kernel in graph replay", "kernel"),
         lambda k: k["name"].astype(str).to_numpy())
-    gpu(memcpy, "memcpy", lambda m: [f"memcpy {b} bytes" for b in m["bytes"]])
-    gpu(memset, "memset", lambda m: [f"memset {b} bytes" for b in m["bytes"]])
-    gpu(graph_trace, "graph replay",
+    gpu(src["memcpy"], "memcpy", lambda m: [f"memcpy {b} bytes" for b in m["bytes"]])
+    gpu(src["memset"], "memset", lambda m: [f"memset {b} bytes" for b in m["bytes"]])
+    gpu(src["graph_trace"], "graph replay",
         lambda g: [f"graph replay (graph {gi})" for gi in g["graph_id"].astype(object)])
 
-    gaps = clip(gaps)
+    gaps = clip(src["gaps"])
     if len(gaps):
         add([f"GPU {d} idle" for d in gaps["device_id"]], "idle gap", gaps,
             [f"idle: {k}" for k in gaps["kind"].astype(str)],
