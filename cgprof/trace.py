@@ -153,7 +153,7 @@ class Trace:
         int64 values (the cache stores them so) as compacted: read back as their dtype."""
         for name, cols in COMPACT.items():
             df = self.__dict__[name]
-            held = {c for c in cols if c in df.columns and _int_categorical(df[c])}
+            held = {c for c in cols if c in df.columns and int_categorical(df[c])}
             if held and name in self.__dict__.get("_shed", {}):
                 compact = self.__dict__.setdefault("_compact", {})
                 compact[name] = compact.get(name, set()) | held
@@ -237,7 +237,8 @@ def _compacted(col: pd.Series) -> pd.Categorical | None:
     return pd.Categorical.from_codes(codes.astype(np.int8), categories=pd.Index(uniq))
 
 
-def _int_categorical(col: pd.Series) -> bool:
+def int_categorical(col: pd.Series) -> bool:
+    """A categorical of int64 values: how a :data:`COMPACT` column is held."""
     return isinstance(col.dtype, pd.CategoricalDtype) and col.cat.categories.dtype == np.int64
 
 
