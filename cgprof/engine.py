@@ -91,6 +91,69 @@ def memory_limit() -> str:
     return value
 
 
+#: What a whole-trace analysis holds at its peak per kernel or CUDA API row, and besides
+#: them (the imports, the small tables): 10M kernels + 10M API calls peaked at 1.78-1.91 x
+#: 10^9 B in round six (docs/engine.md). A multi-rank trace whose estimate exceeds the
+#: memory cap is read rank by rank (:func:`cgprof.ranks.analyze_ranks_apart`).
+WHOLE_BYTES_PER_ROW = 95
+WHOLE_BYTES_BASE = 200_000_000
+
+
+def whole_analysis_bytes(rows: int) -> int:
+    """The peak memory a whole-trace analysis of ``rows`` kernels + API calls is expected
+    to hold (:data:`WHOLE_BYTES_PER_ROW`)."""
+    return WHOLE_BYTES_BASE + WHOLE_BYTES_PER_ROW * rows
+
+
+def activity_rows(path: Path) -> int | None:
+    """Kernels + CUDA API calls of the export at ``path`` (SQLite, or nsys's parquetdir),
+    read off the file without a scan and without pandas; None when it does not say (an
+    arrowdir, a report, anything unreadable: the load says what is wrong)."""
+    path = Path(path)
+    tables = (S.KERNEL, S.RUNTIME)
+    try:
+        if path.is_dir():
+            kind = dir_kind(path)
+            if kind is None:
+                return None
+            src: Source = DirSource(path, kind)
+            counts = [src.row_count(t) for t in tables]
+            src.close()
+        elif path.is_file() and path.suffix.lower() != ".nsys-rep":
+            conn = connect_readonly(path)
+            try:
+                counts = []
+                for t in tables:  # (no probe: a few ms on every first run)
+                    try:
+                        top = conn.execute(f'SELECT max(rowid) FROM "{t}"').fetchone()[0]
+                    except sqlite3.OperationalError as exc:
+                        if "no such table" not in str(exc):
+                            raise
+                        top = None
+                    counts.append(top if isinstance(top, int) else 0 if top is None else None)
+            finally:
+                conn.close()
+        else:
+            return None
+    except Exception:
+        return None
+    return None if any(c is None for c in counts) else sum(counts)
+
+
+def apart_wanted(path: Path) -> bool:
+    """Whether a multi-rank trace at ``path`` is to be read rank by rank: its whole analysis
+    is expected to hold more than the memory cap (:func:`whole_analysis_bytes` of
+    :func:`activity_rows`), or ``CGPROF_RANKS_APART=1``; never with ``=0`` or where the
+    rows are not known up front. Cheap (no pandas, no scan): asked before every analysis."""
+    force = os.environ.get("CGPROF_RANKS_APART", "").strip()
+    if force == "0":
+        return False
+    rows = activity_rows(path)
+    if rows is None:  # (forced: an arrowdir, whose rows are not known up front)
+        return force == "1" and path.is_dir() and dir_kind(path) is not None
+    return force == "1" or whole_analysis_bytes(rows) > parse_size(memory_limit())
+
+
 def dir_kind(path: Path) -> str | None:
     """``"parquetdir"``/``"arrowdir"`` when ``path`` is a directory nsys exported, else None.
 
@@ -130,6 +193,43 @@ class UnreadableTable(ValueError):
         self.table = table
 
 
+class PidFilter:
+    """The rows of some processes only: ``keep`` True, the rows whose pid is in ``pids``;
+    False, those whose pid is not. A :class:`Source` with one applies it to every table that
+    has a pid column (:data:`cgprof.schema.PID_COLUMN`) within its scan, so that the rows of
+    the other processes are never held (a multi-rank trace read rank by rank)."""
+
+    def __init__(self, pids: Any, keep: bool = True) -> None:
+        self.pids = tuple(sorted({int(p) for p in pids}))
+        self.keep = keep
+
+    def column(self, table: str, columns: list[str]) -> str | None:
+        """The column of ``table`` to filter on, when it is among ``columns``."""
+        col = S.PID_COLUMN.get(table)
+        return col if col is not None and col in columns else None
+
+    def sql(self, col: str) -> str:
+        """The condition, in SQL (SQLite and DuckDB both)."""
+        pid = f'(("{col}" >> {S.PID_SHIFT}) & {S.ID_MASK})'
+        if not self.pids:
+            return "TRUE" if not self.keep else "FALSE"
+        ids = ", ".join(str(p) for p in self.pids)
+        return f"{pid} {'IN' if self.keep else 'NOT IN'} ({ids})"
+
+    def mask(self, values: Any) -> Any:
+        """The condition on an Arrow column of global ids, as a numpy bool array (a NULL id
+        is no process's)."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        ok = np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), dtype=bool)
+        ids = pc.fill_null(values, 0) if values.null_count else values
+        pid = (np.asarray(ids.to_numpy(zero_copy_only=False), dtype=np.int64)
+               >> S.PID_SHIFT) & S.ID_MASK
+        hit = np.isin(pid, np.asarray(self.pids, dtype=np.int64))
+        return ok & (hit if self.keep else ~hit)
+
+
 class Source:
     """Columns of one trace, read on demand into Arrow."""
 
@@ -148,6 +248,8 @@ class Source:
         self._ahead: dict[str, tuple[list[str], InThread]] = {}
         #: tables read so far (not read ahead again)
         self._read_tables: set[str] = set()
+        #: when set, every read keeps these processes' rows only (:class:`PidFilter`)
+        self.pid_filter: PidFilter | None = None
 
     def read(self, table: str, columns: list[str]) -> Any:
         """The named columns of ``table`` (all of them must exist) as a pyarrow.Table."""
@@ -164,6 +266,38 @@ class Source:
 
     def _read(self, table: str, columns: list[str]) -> Any:  # pragma: no cover
         raise NotImplementedError
+
+    def row_count(self, table: str) -> int | None:
+        """Rows of ``table``, when the source knows them without a scan (else None)."""
+        return None
+
+    def pid_devices(self, table: str) -> Any:
+        """The distinct (pid, device_id) pairs of a GPU table, as a pandas frame sorted by
+        both: the processes a multi-rank trace holds, without its rows."""
+        import numpy as np
+        import pandas as pd
+
+        have = self.tables.get(table, [])
+        if "globalPid" not in have or "deviceId" not in have:
+            pairs = np.zeros((0, 2), dtype=np.int64)
+        else:
+            pairs = self._pid_devices(table)
+        return pd.DataFrame({"pid": pairs[:, 0].astype(np.int64),
+                             "device_id": pairs[:, 1].astype(np.int64)})
+
+    def _pid_devices(self, table: str) -> Any:
+        """(n, 2) int64 array of the distinct (pid, deviceId) pairs, sorted."""
+        import numpy as np
+
+        tbl = self._read(table, ["globalPid", "deviceId"])
+        return _unique_pairs(np.asarray(tbl.column(0).to_numpy(), dtype=np.int64),
+                             np.asarray(tbl.column(1).to_numpy(), dtype=np.int64))
+
+    def _where(self, table: str, columns: list[str]) -> str:
+        """The SQL condition of :attr:`pid_filter` on ``table`` ("" when none applies)."""
+        f = self.pid_filter
+        col = f.column(table, columns) if f is not None else None
+        return "" if col is None or f is None else f.sql(col)
 
     def read_ahead(self, table: str, columns: list[str]) -> None:
         """Start reading ``table``'s columns now, in a thread; the later :meth:`read` of the
@@ -214,6 +348,15 @@ class Source:
 
     def close(self) -> None:
         self._join_ahead()
+
+
+def _unique_pairs(global_pid: Any, device: Any) -> Any:
+    import numpy as np
+
+    pid = (global_pid >> S.PID_SHIFT) & S.ID_MASK
+    if not len(pid):
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.unique(np.stack([pid, device], axis=1), axis=0)
 
 
 class InThread:
@@ -279,11 +422,12 @@ class SqliteSource(Source):
             return None
         cur = self._duck.cursor()
         self._cursors[table] = cur
-        rows = self._batch_rows(table)  # here: sqlite3 answers in its own thread only
+        where = self._where(table, columns)
+        rows = None if where else self._batch_rows(table)  # sqlite3: in its own thread only
 
         def job() -> Any:
             try:
-                return self._scan(cur, table, columns, rows)
+                return self._scan(cur, table, columns, rows, where)
             finally:
                 cur.close()
 
@@ -293,11 +437,14 @@ class SqliteSource(Source):
         import pyarrow as pa
 
         con = self._duckdb()
+        where = self._where(table, columns)
         if con is not None:
-            return self._scan(con, table, columns, self._batch_rows(table))
+            return self._scan(con, table, columns, None if where else self._batch_rows(table),
+                              where)
         cols = ", ".join(f'"{c}"' for c in columns)
+        cond = f" WHERE {where}" if where else ""
         try:
-            rows = self.conn.execute(f'SELECT {cols} FROM "{table}"').fetchall()
+            rows = self.conn.execute(f'SELECT {cols} FROM "{table}"{cond}').fetchall()
         except sqlite3.DatabaseError as exc:
             raise TraceError(
                 f"{self.path}: cannot read SQLite ({exc}); is the file truncated or corrupt?"
@@ -310,9 +457,11 @@ class SqliteSource(Source):
         return pa.Table.from_arrays(arrays, names=columns)
 
     @staticmethod
-    def _scan(con: Any, table: str, columns: list[str], rows: int | None) -> Any:
-        """``SELECT columns FROM table`` through DuckDB, as one Arrow batch of ``rows`` (the
-        table's largest rowid; None: not known).
+    def _scan(con: Any, table: str, columns: list[str], rows: int | None,
+              where: str = "") -> Any:
+        """``SELECT columns FROM table [WHERE where]`` through DuckDB, as one Arrow batch of
+        ``rows`` (the table's largest rowid; None: not known, or a filtered read, whose
+        batches DuckDB sizes: one of ``rows`` is allocated whole, up front).
 
         One record batch: DuckDB's default (1M rows each) makes every column of a 10M-row
         table 10 chunks, and each later ``to_numpy`` a concatenating copy (10M kernels:
@@ -329,12 +478,29 @@ class SqliteSource(Source):
 
         cols = ", ".join(f'"{c}"' for c in columns)
         order = " ORDER BY rowid" if rows is not None and threads() >= SORTED_SCAN_THREADS else ""
+        cond = f" WHERE {where}" if where else ""
         try:
-            return con.execute(f'SELECT {cols} FROM s."{table}"{order}').to_arrow_table(
+            return con.execute(f'SELECT {cols} FROM s."{table}"{cond}{order}').to_arrow_table(
                 batch_size=rows or _DEFAULT_BATCH)
         except duckdb.Error as exc:
             # e.g. text in an INTEGER column; trace.load names the cell to blame.
             raise UnreadableTable(table, _one_line(exc)) from None
+
+    def row_count(self, table: str) -> int | None:
+        return self._batch_rows(table) if table in self.tables else 0
+
+    def _pid_devices(self, table: str) -> Any:
+        import numpy as np
+
+        sql = (f'SELECT DISTINCT ("globalPid" >> {S.PID_SHIFT}) & {S.ID_MASK}, "deviceId" '
+               f'FROM {{}}"{table}" WHERE "globalPid" IS NOT NULL AND "deviceId" IS NOT NULL')
+        con = self._duckdb()
+        try:
+            rows = (con.execute(sql.format("s.")).fetchall() if con is not None
+                    else self.conn.execute(sql.format("")).fetchall())
+        except Exception as exc:
+            raise UnreadableTable(table, _one_line(exc)) from None
+        return np.array(sorted(rows), dtype=np.int64).reshape(-1, 2)
 
     def _batch_rows(self, table: str) -> int | None:
         """Rows per Arrow batch for ``table``: all of them (DuckDB allocates the batch up
@@ -500,7 +666,10 @@ class DirSource(Source):
 
     def _read(self, table: str, columns: list[str]) -> Any:
         f = self._file(self.path, table)
+        col = self.pid_filter.column(table, columns) if self.pid_filter is not None else None
         try:
+            if col is not None:
+                return self._read_filtered(f, columns, col)
             if self.suffix == ".arrow":
                 with _open_ipc(f) as reader:
                     return reader.read_all().select(columns)
@@ -516,6 +685,85 @@ class DirSource(Source):
             raise TraceError(
                 f"{f}: cannot read as {self.kind} table ({_one_line(exc)})"
             ) from None
+
+
+    def row_count(self, table: str) -> int | None:
+        if table not in self.tables:
+            return 0
+        if self.suffix != ".parquet":
+            return None
+        import pyarrow.parquet as pq
+
+        try:
+            with pq.ParquetFile(self._file(self.path, table)) as pf:
+                return int(pf.metadata.num_rows)
+        except Exception:
+            return None
+
+    def _pid_devices(self, table: str) -> Any:
+        """A batch at a time: the pairs of each batch, then of them all."""
+        import numpy as np
+
+        f = self._file(self.path, table)
+        cols = ["globalPid", "deviceId"]
+        seen = [np.zeros((0, 2), dtype=np.int64)]
+        try:
+            if self.suffix == ".arrow":
+                with _open_ipc(f) as reader:
+                    batches = [b.select(cols) for b in _batches(reader)]
+            else:
+                import pyarrow.parquet as pq
+
+                with pq.ParquetFile(f) as pf:
+                    batches = pf.iter_batches(batch_size=_DEFAULT_BATCH, columns=cols)
+                    for b in batches:
+                        seen.append(_batch_pairs(b))
+                    batches = []
+            seen.extend(_batch_pairs(b) for b in batches)
+        except Exception as exc:
+            raise TraceError(f"{f}: cannot read as {self.kind} table ({_one_line(exc)})") from None
+        return np.unique(np.concatenate(seen), axis=0)
+
+    def _read_filtered(self, f: Path, columns: list[str], col: str) -> Any:
+        """The rows :attr:`pid_filter` keeps, a batch at a time: the other processes' rows
+        are never held together."""
+        import pyarrow as pa
+
+        assert self.pid_filter is not None
+        kept = []
+        if self.suffix == ".arrow":
+            with _open_ipc(f) as reader:
+                schema = reader.schema
+                for batch in _batches(reader):
+                    batch = batch.select(columns)
+                    kept.append(batch.filter(pa.array(self.pid_filter.mask(batch.column(col)))))
+            schema = pa.schema([schema.field(c) for c in columns])
+        else:
+            import pyarrow.parquet as pq
+
+            with pq.ParquetFile(f) as pf:
+                schema = pa.schema([pf.schema_arrow.field(c) for c in columns])
+                for batch in pf.iter_batches(batch_size=_DEFAULT_BATCH, columns=columns,
+                                             use_threads=threads() > 1):
+                    kept.append(batch.filter(pa.array(self.pid_filter.mask(batch.column(col)))))
+        return pa.Table.from_batches(kept, schema=schema)
+
+
+def _batch_pairs(batch: Any) -> Any:
+    import numpy as np
+    import pyarrow.compute as pc
+
+    batch = batch.filter(pc.and_(pc.is_valid(batch.column(0)), pc.is_valid(batch.column(1))))
+    return _unique_pairs(np.asarray(batch.column(0).to_numpy(), dtype=np.int64),
+                         np.asarray(batch.column(1).to_numpy(), dtype=np.int64))
+
+
+def _batches(reader: Any) -> Any:
+    """The record batches of an IPC stream reader (or of a file read as one)."""
+    if isinstance(reader, _FileAsStream):
+        f = reader._f
+        return (f.get_batch(i) for i in range(f.num_record_batches))
+    return iter(reader)
 
 
 class _open_ipc:

@@ -44,7 +44,8 @@ __all__ = [
     "Rank", "RankHead", "RankResult", "RanksResult", "CrossRank", "OtherProcesses",
     "split_ranks", "gpu_pids", "other_processes", "missing_rank", "rank_heads", "rank_of",
     "sub_trace", "rank_marker", "assign_rank_ids", "analyze_rank", "analyze_ranks",
-    "cross_rank", "reduce_ranks", "RANK_MARKER_DOMAIN", "RANK_MARKER_PREFIX", "COLLECTIVE_TEXT",
+    "cross_rank", "reduce_ranks", "apart_heads", "analyze_ranks_apart", "RANK_MARKER_DOMAIN",
+    "RANK_MARKER_PREFIX", "COLLECTIVE_TEXT",
 ]
 
 RANK_MARKER_DOMAIN = "cgprof"
@@ -547,15 +548,75 @@ def analyze_ranks(trace: Trace, step: str | None = None, skip: int = 0,
     return reduce_ranks([path], [with_others(results, trace, path)], rank=rank)
 
 
+def apart_heads(path: Any) -> list[RankHead] | None:
+    """The ranks of the trace at ``path`` when ``cgprof analyze`` is to read it rank by rank
+    (:func:`analyze_ranks_apart`), else None: it holds more than one process with GPU work,
+    and its whole analysis is expected to exceed the memory cap (``--memory-limit``,
+    ``CGPROF_MEMORY_LIMIT``, default 4GB; :func:`cgprof.engine.apart_wanted`)."""
+    from pathlib import Path
+
+    from cgprof import engine as E
+
+    if not E.apart_wanted(Path(path)):
+        return None
+    from cgprof.trace import process_heads
+
+    heads = rank_heads(process_heads(path))
+    return heads if len(heads) > 1 else None
+
+
+def analyze_ranks_apart(path: Any, heads: Sequence[RankHead], step: str | None = None,
+                        skip: int = 0, min_gap_us: float = 0.0, rank: int | None = None,
+                        keep: bool | int = True, gap_limit: int | None = None,
+                        progress: Any = None) -> RanksResult:
+    """:func:`analyze_ranks` of the trace at ``path`` without loading it whole: each rank's
+    rows are read alone (:func:`cgprof.trace.load_part`, the pid filter in the scan),
+    analysed and made light (but ``keep``'s) before the next rank's are read; then the
+    other processes' API calls and NVTX ranges. ``heads``: :func:`apart_heads`. The same
+    result as :func:`analyze_ranks` on the loaded trace; a 4-rank trace of 10M kernels and
+    10M API calls holds about a quarter of it (docs/engine.md). No cache entry is read or
+    written (an entry holds a whole trace)."""
+    from cgprof.engine import release_memory
+    from cgprof.trace import load_part
+
+    path_s = str(path)
+    results = []
+    for i, h in enumerate(heads):
+        say = None if progress is None else _prefixed(progress, f"rank {h.rank_id} "
+                                                                f"({i + 1}/{len(heads)}): ")
+        sub = load_part(path, [h.pid], progress=say)
+        rk = Rank(rank_id=h.rank_id, pid=h.pid, device_ids=h.device_ids, trace=sub,
+                  source=h.source, marker=h.marker)
+        del sub
+        r = analyze_rank(rk, path_s, step=step, skip=skip, min_gap_us=min_gap_us,
+                         progress=say)
+        del rk
+        whole = keep if isinstance(keep, bool) else keep == h.rank_id
+        results.append(r if whole else r.light(gap_limit))
+        rows = len(r.result.trace.stored("kernels")) + len(r.result.trace.stored("runtime"))
+        del r
+        release_memory(rows)
+    if progress is not None:
+        progress("reading the other processes")
+    pids = [h.pid for h in heads]
+    others = other_processes(load_part(path, pids, keep=False), path_s, pids)
+    return reduce_ranks([path_s], [_first_carries(results, others)], rank=rank)
+
+
 def _prefixed(progress: Any, prefix: str) -> Any:
     return lambda msg: progress(prefix + msg)
 
 
 def with_others(results: Sequence[RankResult], trace: Trace, path: str) -> list[RankResult]:
     """One file's ranks in pid order, the first carrying the file's other processes."""
+    return _first_carries(results, other_processes(trace, path, [r.pid for r in results]))
+
+
+def _first_carries(results: Sequence[RankResult],
+                   others: OtherProcesses | None) -> list[RankResult]:
+    """One file's ranks in pid order, the first carrying ``others``."""
     out = sorted(results, key=lambda x: x.pid)
     if out:
-        others = other_processes(trace, path, [r.pid for r in out])
         out[0] = dataclasses.replace(out[0], others=others)
     return out
 

@@ -158,6 +158,13 @@ NVTX_COLS: list[tuple[str, str, object]] = [
     ("domainId", "domain_id", 0), ("int64Value", "i64", None), ("uint64Value", "u64", None),
     ("int32Value", "i32", None), ("uint32Value", "u32", None)]
 
+#: The column of each table that says which process a row belongs to (its pid is
+#: ``(value >> PID_SHIFT) & ID_MASK``): what a read of one process's rows filters on
+#: (:class:`cgprof.engine.PidFilter`, a multi-rank trace read rank by rank).
+PID_COLUMN: dict[str, str] = {
+    KERNEL: "globalPid", RUNTIME: "globalTid", MEMCPY: "globalPid", MEMSET: "globalPid",
+    SYNC: "globalPid", GRAPH_TRACE: "globalPid", NVTX: "globalTid", THREAD_NAMES: "globalTid"}
+
 #: The small info tables the loader reads whole, and their columns (GPU names are optional:
 #: without them the loader reads ``id`` alone).
 INFO_COLUMNS: dict[str, list[str]] = {

@@ -960,9 +960,85 @@ def load(path: str | Path, progress: Progress | None = None, *,
     return trace
 
 
-def _checked(trace: Trace, path: Path) -> None:
+def load_part(path: str | Path, pids: Any, keep: bool = True,
+              progress: Progress | None = None) -> Trace:
+    """The rows of processes ``pids`` of the trace at ``path`` (``keep`` False: of every
+    other process), read with the filter in the scan (:class:`cgprof.engine.PidFilter`), so
+    that the other processes' rows are never held: the trace of one rank of a multi-rank
+    trace is ``load_part(path, [pid])``, the same frames (values, order) as
+    :func:`cgprof.ranks.sub_trace` cuts from the whole trace, the GPUs those the rank used.
+    An SQLite export or nsys's parquetdir/arrowdir export; no cache is read or written
+    (an entry holds a whole trace)."""
+    path = Path(path)
+    say = progress or (lambda _msg: None)
+    flt = E.PidFilter(pids, keep)
+    trace = _load_source(path, path, say, use_cache=False, pid_filter=flt)
+    if keep:
+        used: set[int] = set()
+        for name in GPU_TABLES:
+            df = trace.stored(name) if name in DERIVED else getattr(trace, name)
+            if len(df):
+                used.update(int(d) for d in pd.unique(df["device_id"]))
+        gpus = trace.gpus
+        if used and gpus["device_id"].isin(sorted(used)).any():
+            trace.gpus = gpus[gpus["device_id"].isin(sorted(used))].reset_index(drop=True)
+    _release_arrow(len(trace.stored("kernels")) + len(trace.stored("runtime")))
+    return trace
+
+
+def activity_rows(path: str | Path) -> int | None:
+    """Kernel + CUDA API rows of the trace at ``path`` (an SQLite export or nsys's columnar
+    export), read off the files without a scan; None when they do not say."""
+    src = open_source(Path(path))
+    try:
+        total = 0
+        for table in (S.KERNEL, S.RUNTIME):
+            if table in src.tables:
+                n = src.row_count(table)
+                if n is None:
+                    return None
+                total += n
+        return total
+    finally:
+        src.close()
+
+
+def process_heads(path: str | Path, progress: Progress | None = None) -> Trace:
+    """What :func:`cgprof.ranks.rank_heads` reads of the trace at ``path``, without its
+    activity rows: the GPU tables as their distinct (pid, device_id) pairs, the NVTX events
+    whole (the rank markers), the GPUs. Its kernel and API-call counts are not the trace's."""
+    path = Path(path)
+    say = progress or (lambda _msg: None)
+    src = open_source(path)
+    try:
+        say("reading the processes")
+        meta_kv = _read_meta(src)
+        frames = {}
+        for table, name in ((S.KERNEL, "kernels"), (S.MEMCPY, "memcpy"),
+                            (S.MEMSET, "memset"), (S.SYNC, "sync"),
+                            (S.GRAPH_TRACE, "graph_trace")):
+            frames[name] = src.pid_devices(table)
+        strings = _load_strings(src)
+        nvtx = _load_nvtx(src, strings)
+        gpus = _load_gpus(src)
+        threads = _load_threads(src, strings)
+    finally:
+        src.close()
+    empty = pd.DataFrame({"pid": pd.Series(dtype="int64")})
+    meta = TraceMeta(path=path, nsys_version=meta_kv.get("EXPORT_PRODUCT_VERSION"),
+                     schema_version=meta_kv.get("EXPORT_SCHEMA_VERSION"),
+                     graph_trace_mode=None, graph_trace_mode_source="unknown",
+                     tables=src.tables)
+    return Trace(meta=meta, runtime=empty, nvtx=nvtx, gpus=gpus, threads=threads, **frames)
+
+
+def _checked(trace: Trace, path: Path, part: bool = False) -> None:
     """Raise :class:`TraceError` for a trace without events or whose tables contradict each
-    other (cgprof.validate), then :meth:`Trace.shed` its derived columns."""
+    other (cgprof.validate), then :meth:`Trace.shed` its derived columns. ``part``: some
+    processes' rows of ``path`` (:func:`load_part`)."""
+    if part:
+        trace.check_whole(V.validate)
+        return
     if trace.stored("kernels").empty and trace.stored("runtime").empty and (
         trace.graph_trace.empty) and (
         trace.nvtx.empty or (trace.nvtx["event_type"] == S.NVTX_DOMAIN_CREATE).all()
@@ -974,10 +1050,14 @@ def _checked(trace: Trace, path: Path) -> None:
     trace.check_whole(V.validate)
 
 
-def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> Trace:
+def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
+                 pid_filter: E.PidFilter | None = None) -> Trace:
     from cgprof import cache as C
 
     src = open_source(src_path)
+    src.pid_filter = pid_filter
+    if pid_filter is not None:
+        use_cache = False  # a cache entry holds a whole trace
     # The cache entry is written table by table as the tables are read (src.spool), so the
     # Arrow copy of each is freed once its columns are numpy, not kept for a write at the end.
     pending = C.begin(path) if use_cache and src.kind == "sqlite" else None
@@ -1010,7 +1090,10 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool) -> 
                                   "writes an integer") from None
         # Checked (and shed) before the cache entry is written: a trace cgprof refuses gets
         # no entry, and the writer is handed the frames the analysis keeps.
-        _checked(trace, path)
+        if pid_filter is None or pid_filter.keep:
+            _checked(trace, path, part=pid_filter is not None)
+        else:
+            trace.shed()
         if pending is not None:
             done, pending = pending, None
             if C.in_background():

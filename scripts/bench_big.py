@@ -15,8 +15,11 @@ overwritten with --force), its wall time and its own peak RSS (``os.wait4``):
   json_first    --json, on an empty cache (SQLite read, cache written)
   json_cached   --json again, from the cache
   html_cached   --html, from the cache (the report a reviewer opens; rank 0 of ranks4)
+  json_capped   --json --no-cache --memory-limit CAP (default 1GB): ranks4 is read rank by
+                rank (each rank's rows alone), one.sqlite whole (above the cap: not bounded)
 
-Targets (issue 10, the one-process trace at the full scale): json_first <= 30 s and <= 4 GB.
+Targets (issue 10, the one-process trace at the full scale): json_first <= 30 s and <= 4 GB;
+ranks4's json_capped peak RSS <= CAP (any scale).
 Prints a table and one JSON line; exits 1 when a target fails.
 """
 
@@ -35,7 +38,7 @@ from typing import Any
 
 SCRIPTS = Path(__file__).resolve().parent
 TARGETS = {"json_first_s": 30.0, "json_first_rss_mb": 4096.0}  # one process, scale 1
-MODES = ("json_first", "json_cached", "html_cached")
+MODES = ("json_first", "json_cached", "html_cached", "json_capped")
 
 
 def make_traces(workdir: Path, n: int) -> dict[str, Path]:
@@ -69,7 +72,7 @@ def run(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
             "rc": proc.returncode, **({"stderr": err.strip()[-300:]} if proc.returncode else {})}
 
 
-def measure(trace: Path, workdir: Path, repeat: int) -> dict[str, Any]:
+def measure(trace: Path, workdir: Path, repeat: int, cap: str) -> dict[str, Any]:
     """Each mode ``repeat`` times, in rounds; the best run of each (and every run's time)."""
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     for _ in range(repeat):
@@ -83,6 +86,8 @@ def measure(trace: Path, workdir: Path, repeat: int) -> dict[str, Any]:
         rank = ["--rank", "0"] if trace.stem == "ranks4" else []  # the rank drawn
         runs["html_cached"].append(run(base + ["--html", str(workdir / f"{trace.stem}.html")]
                                        + rank, env))
+        runs["json_capped"].append(run(base + json_out + ["--no-cache", "--memory-limit", cap],
+                                       env))
     out = {}
     for mode, rs in runs.items():
         ok = [r for r in rs if r["rc"] == 0]
@@ -98,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="kernels and API calls, in units of 10M [default: 1]")
     ap.add_argument("--repeat", type=int, default=1, help="rounds (best run kept)")
     ap.add_argument("--workdir", type=Path, help="where the traces are made and kept")
+    ap.add_argument("--cap", default="1GB", help="--memory-limit of json_capped [1GB]")
     args = ap.parse_args(argv)
     n = int(10_000_000 * args.scale)
     if n < 4000 or args.repeat < 1:
@@ -111,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         traces = make_traces(workdir, n)
         print(f"traces ready in {time.perf_counter() - t0:.1f} s: {n:,} kernels + {n:,} API "
               f"calls, one process and 4 ranks", flush=True)
-        results = {name: measure(path, workdir, args.repeat) for name, path in traces.items()}
+        results = {name: measure(path, workdir, args.repeat, args.cap)
+                   for name, path in traces.items()}
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -121,12 +128,18 @@ def main(argv: list[str] | None = None) -> int:
             note = " ".join(f"{s:.2f}" for s in r["runs_s"]) + (
                 f"  FAILED rc {r['rc']}: {r.get('stderr', '')}" if r["rc"] else "")
             print(f"{name:<8} {mode:<12} {r['s']:>8.2f} {r['rss_mb_max']:>12.0f}  {note}")
-    verdicts = {}
+    from cgprof.engine import parse_size
+
+    cap_mb = parse_size(args.cap) / 2**20
+    verdicts = {"ranks4_capped_rss_mb": results["ranks4"]["json_capped"]["rss_mb_max"] <= cap_mb}
+    print(f"target ranks4 json_capped peak RSS <= {args.cap} ({cap_mb:.0f} MB): "
+          f"{'PASS' if verdicts['ranks4_capped_rss_mb'] else 'FAIL'}")
     if args.scale == 1.0:
         one = results["one"]["json_first"]
-        verdicts = {"json_first_s": one["s"] <= TARGETS["json_first_s"],
-                    "json_first_rss_mb": one["rss_mb_max"] <= TARGETS["json_first_rss_mb"]}
-        for key, ok in verdicts.items():
+        for key, ok in {"json_first_s": one["s"] <= TARGETS["json_first_s"],
+                        "json_first_rss_mb": one["rss_mb_max"] <= TARGETS["json_first_rss_mb"]
+                        }.items():
+            verdicts[key] = ok
             print(f"target {key} <= {TARGETS[key]:g}: {'PASS' if ok else 'FAIL'}")
     failed = any(r["rc"] for modes in results.values() for r in modes.values()) or not all(
         verdicts.values())

@@ -50,21 +50,27 @@ def _is_trace_dir(path: Path) -> bool:
 
 
 def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = False,
-                 all_gaps: bool = False):
+                 all_gaps: bool = False, apart=None):
     """One file: its AnalysisResult, or a RanksResult when it holds several ranks (each
     rank's sub-trace freed once it is analysed, but the one ``html`` draws: ``rank``'s;
-    each keeps the gaps the JSON document lists)."""
+    each keeps the gaps the JSON document lists). ``apart``: the ranks, when the file is to
+    be read rank by rank (cgprof.ranks.apart_heads)."""
     from cgprof.metrics import analyze
+    from cgprof.report.json_report import GAP_LIST_LIMIT
     from cgprof.trace import gpu_pids, load
 
+    kw = {"step": step, "skip": skip, "min_gap_us": min_gap_us, "rank": rank,
+          "keep": rank if html and rank is not None else False,
+          "gap_limit": None if all_gaps else GAP_LIST_LIMIT, "progress": say}
+    if apart:
+        from cgprof.ranks import analyze_ranks_apart
+
+        return analyze_ranks_apart(path, apart, **kw)
     trace = load(path, say)
     if len(gpu_pids(trace)) > 1:
         from cgprof.ranks import analyze_ranks
-        from cgprof.report.json_report import GAP_LIST_LIMIT
 
-        return analyze_ranks(trace, step=step, skip=skip, min_gap_us=min_gap_us, rank=rank,
-                             keep=rank if html and rank is not None else False,
-                             gap_limit=None if all_gaps else GAP_LIST_LIMIT, progress=say)
+        return analyze_ranks(trace, **kw)
     if rank is not None:
         from cgprof.ranks import rank_heads
 
@@ -73,6 +79,21 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = Fal
             known = ", ".join(str(i) for i in ids) or "none"
             raise CgprofError(f"--rank {rank}: no such rank in {path} (ranks: {known})")
     return analyze(trace, step=step, skip=skip, min_gap_us=min_gap_us, progress=say)
+
+
+def _note_apart(path: Path, ranks: int) -> None:
+    """One line on stderr: the trace is read rank by rank because of the memory cap."""
+    import os
+
+    from cgprof import engine as E
+
+    if os.environ.get("CGPROF_RANKS_APART", "").strip() == "1":
+        return  # asked for: nothing to explain
+    need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
+    click.echo(f"cgprof: note: {path}: read rank by rank ({ranks} ranks, one at a time): "
+               f"its whole analysis would hold ~{need / 1e9:.1f} GB, above the memory cap "
+               f"{E.memory_limit()}; the columnar cache is neither read nor written",
+               err=True)
 
 
 @click.command("analyze")
@@ -133,8 +154,13 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
                    if p is not None]
         for p in outputs:
             check_writable(p, force)
+        # A multi-rank trace whose whole analysis would hold more than the memory cap is
+        # read rank by rank (cgprof.ranks.analyze_ranks_apart), and not read ahead whole.
+        from cgprof.engine import apart_wanted
+
+        over = {} if many else {p: apart_wanted(p) for p in traces}
         with heavy_imports():  # first: prefetch imports numpy (through pyarrow) too
-            if not many:
+            if not many and not over[traces[0]]:
                 from cgprof.cache import prefetch
 
                 prefetch(traces[0])  # its big tables are read while the analysis is imported
@@ -159,9 +185,16 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
         else:
             for path in traces:
                 try:
+                    apart = None
+                    if over[path]:
+                        from cgprof.ranks import apart_heads
+
+                        apart = apart_heads(path)
+                        if apart:
+                            _note_apart(path, len(apart))
                     results.append(_analyze_one(path, step, skip, min_gap_us, rank, say,
                                                 html=html_out is not None,
-                                                all_gaps=all_gaps))
+                                                all_gaps=all_gaps, apart=apart))
                 finally:
                     _clear(say)
         one = results[0]

@@ -1,0 +1,319 @@
+"""Multi-rank traces read rank by rank: each rank's rows read alone (the pid filter in the
+scan), so that a trace whose whole analysis exceeds the memory cap is analysed within it.
+
+The rank-by-rank result must be the whole trace's, byte for byte: on the shipped DDP traces
+(real exports), on built traces whose ranks use different kernel names, from SQLite (DuckDB
+and the sqlite3 fallback), parquetdir and arrowdir folders (written here from the DDP export
+in small batches, so that the filter crosses batch edges), and on nsys's own parquetdir.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from nsysdb import K, N, R, make_nsys_db
+
+from cgprof import engine as E
+from cgprof.ranks import apart_heads, rank_heads, sub_trace
+from cgprof.trace import load, load_part, process_heads
+
+REPO = Path(__file__).resolve().parents[1]
+DDP = [REPO / "traces" / "ddp_mlp_train_eager.sqlite",
+       REPO / "traces" / "ddp_mlp_train_graph.sqlite"]
+FRAMES = ["kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx", "threads",
+          "gpus"]
+LK = "cudaLaunchKernel_v7000"
+
+
+def _cli(*args: str, apart: str | None, env: dict[str, str] | None = None,
+         cwd: Path | None = None) -> subprocess.CompletedProcess:
+    e = dict(os.environ)
+    e.pop("CGPROF_RANKS_APART", None)
+    if apart is not None:
+        e["CGPROF_RANKS_APART"] = apart
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "cgprof", "analyze", *args, "--quiet"],
+                          capture_output=True, text=True, env=e, timeout=240, cwd=cwd)
+
+
+def _same_outputs(trace: Path, *extra: str, env: dict[str, str] | None = None) -> str:
+    """The JSON document and the text report, whole (apart=0) and rank by rank (apart=1):
+    the same bytes, the same stderr and exit code. Returns the JSON."""
+    out = {}
+    for mode in ("0", "1"):
+        j = _cli(str(trace), "--json", "-", *extra, apart=mode, env=env)
+        t = _cli(str(trace), *extra, apart=mode, env=env)
+        out[mode] = (j.returncode, j.stdout, j.stderr, t.returncode, t.stdout, t.stderr)
+    assert out["0"][0] == 0, out["0"][2]
+    for i, what in enumerate(["rc", "json", "json stderr", "text rc", "text", "text stderr"]):
+        assert out["0"][i] == out["1"][i], f"{trace} {extra}: {what} differs"
+    return out["1"][1]
+
+
+def _frames_equal(a, b) -> None:
+    for name in FRAMES:
+        x = getattr(a, name).reset_index(drop=True)
+        y = getattr(b, name).reset_index(drop=True)
+        assert list(x.columns) == list(y.columns), name
+        assert len(x) == len(y), name
+        for c in x.columns:
+            xs, ys = x[c], y[c]
+            if isinstance(xs.dtype, pd.CategoricalDtype):
+                xs = xs.astype(object)
+            if isinstance(ys.dtype, pd.CategoricalDtype):
+                ys = ys.astype(object)
+            pd.testing.assert_series_equal(xs, ys, check_dtype=False, obj=f"{name}.{c}")
+
+
+# ---------------------------------------------------------------------------------------
+# traces built here: ranks that differ
+
+
+def _rank_rows(pid: int, device: int, kernel: str, steps: int, marker: int | None):
+    k, r, n = [], [], []
+    for i in range(steps):
+        base = 10_000 * i + 1_000 + 37 * pid
+        n.append(N(base, base + 6_000, "step", domain="cgprof", pid=pid, payload=i))
+        r.append(R(base + 100, base + 200, LK, corr=10 * i + 1, pid=pid))
+        k.append(K(base + 300, base + 1_300, "gemm", corr=10 * i + 1, pid=pid, device=device))
+        r.append(R(base + 300, base + 400, LK, corr=10 * i + 2, pid=pid))
+        k.append(K(base + 1_500 + 50 * i, base + 4_000, kernel, corr=10 * i + 2, pid=pid,
+                   device=device))
+    if marker is not None:
+        n.append(N(500, 500, f"rank {marker}/3", domain="cgprof", pid=pid, payload=marker))
+    return k, r, n
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Path:
+    """Three ranks (markers say pid 300 is rank 0) that run different kernels, and a
+    launcher process with API calls and an NVTX range but no GPU work."""
+    kernels, runtime, nvtx = [], [], []
+    for pid, device, kernel, marker in [(100, 0, "relu_only_on_100", 2),
+                                        (200, 1, "softmax_only_on_200", 1),
+                                        (300, 2, "relu_only_on_100", 0)]:
+        k, r, n = _rank_rows(pid, device, kernel, 6 + pid // 100, marker)
+        kernels += k
+        runtime += r
+        nvtx += n
+    runtime.append(R(100, 300, "cudaGetDeviceCount_v3020", pid=50))
+    nvtx.append(N(50, 900, "launch", pid=50))
+    return make_nsys_db(tmp_path / "three.sqlite", kernels=kernels, runtime=runtime,
+                        nvtx=nvtx, gpus=[(0, "GPU A"), (1, "GPU B"), (2, "GPU C")],
+                        graph_trace_mode="node")
+
+
+def _columnar(sqlite_path: Path, out: Path, kind: str, rows_per_batch: int) -> Path:
+    """Every table of an SQLite export as nsys's parquetdir/arrowdir lays it out (one file
+    per table, same column names), written in batches of ``rows_per_batch`` rows."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    out.mkdir()
+    con = sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)
+    try:
+        for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'"):
+            cur = con.execute(f'SELECT * FROM "{table}"')
+            cols = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+            data = list(zip(*rows, strict=True)) if rows else [() for _ in cols]
+            arrays = []
+            for values in data:
+                try:
+                    arrays.append(pa.array(list(values)))
+                except (pa.ArrowException, OverflowError):
+                    arrays.append(pa.array([None if v is None else str(v) for v in values]))
+            tbl = pa.Table.from_arrays(arrays, names=cols)
+            if kind == "parquetdir":
+                pq.write_table(tbl, out / f"{table}.parquet", row_group_size=rows_per_batch)
+            else:
+                with ipc.new_stream(str(out / f"{table}.arrow"), tbl.schema) as w:
+                    w.write_table(tbl, max_chunksize=rows_per_batch)
+    finally:
+        con.close()
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# the filter and the parts
+
+
+def test_pid_filter_keeps_and_leaves_out_the_asked_processes():
+    import pyarrow as pa
+
+    ids = [S << 24 | 7 for S in (100, 200, 300, 100)] + [None]
+    f = E.PidFilter([100, 300])
+    assert f.mask(pa.array(ids)).tolist() == [True, False, True, True, False]
+    assert E.PidFilter([100, 300], keep=False).mask(pa.array(ids)).tolist() == [
+        False, True, False, False, False]
+    assert f.column("CUPTI_ACTIVITY_KIND_KERNEL", ["start", "globalPid"]) == "globalPid"
+    assert f.column("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "globalTid"]) == "globalTid"
+    assert f.column("StringIds", ["id", "value"]) is None
+    con = sqlite3.connect(":memory:")
+    con.execute("CREATE TABLE t (globalPid INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?)", [(i,) for i in ids])
+    for flt, want in [(f, 3), (E.PidFilter([100, 300], keep=False), 1)]:
+        n = con.execute(f"SELECT count(*) FROM t WHERE {flt.sql('globalPid')}").fetchone()[0]
+        assert n == want
+
+
+@pytest.mark.parametrize("trace", DDP, ids=lambda p: p.stem)
+def test_a_part_is_the_sub_trace_the_whole_trace_gives(trace):
+    whole = load(trace, cache=False)
+    heads = rank_heads(whole)
+    assert len(heads) == 2
+    assert rank_heads(process_heads(trace)) == heads
+    for h in heads:
+        _frames_equal(sub_trace(whole, h.pid), load_part(trace, [h.pid]))
+
+
+def test_parts_of_ranks_with_different_kernels(three):
+    whole = load(three, cache=False)
+    heads = rank_heads(whole)
+    assert [(h.rank_id, h.pid, h.source) for h in heads] == [
+        (0, 300, "marker"), (1, 200, "marker"), (2, 100, "marker")]
+    assert rank_heads(process_heads(three)) == heads
+    for h in heads:
+        part = load_part(three, [h.pid])
+        _frames_equal(sub_trace(whole, h.pid), part)
+        assert set(part.gpus["device_id"]) == set(h.device_ids)
+    others = load_part(three, [h.pid for h in heads], keep=False)
+    assert set(others.runtime["pid"]) == {50} and set(others.nvtx["pid"]) == {50}
+    assert others.kernels.empty
+
+
+def test_a_part_of_nsys_own_parquetdir_is_its_one_process():
+    folder = REPO / "traces" / "columnar" / "mlp_infer_eager.parquetdir"
+    whole = load(folder)
+    (pid,) = {int(p) for p in whole.kernels["pid"]}
+    part = load_part(folder, [pid])
+    _frames_equal(sub_trace(whole, pid), part)
+    assert len(part.kernels) == len(whole.kernels) and len(part.threads) < len(whole.threads)
+    assert load_part(folder, [pid + 1]).kernels.empty
+
+
+# ---------------------------------------------------------------------------------------
+# whole analysis == rank by rank
+
+
+@pytest.mark.parametrize("trace", DDP, ids=lambda p: p.stem)
+def test_ddp_traces_analyse_the_same_rank_by_rank(trace):
+    doc = _same_outputs(trace)
+    assert '"per_rank"' in doc
+    _same_outputs(trace, "--rank", "1")
+    _same_outputs(trace, "--skip", "3", "--min-gap-us", "2", "--all-gaps")
+
+
+def test_built_ranks_analyse_the_same_rank_by_rank(three):
+    doc = _same_outputs(three)
+    assert "softmax_only_on_200" in doc and '"other_processes"' in doc
+    _same_outputs(three, "--rank", "2")
+
+
+def test_the_sqlite3_fallback_reads_the_same_parts(three):
+    _same_outputs(three, env={"CGPROF_ENGINE": "sqlite3"})
+
+
+@pytest.mark.parametrize("kind", ["parquetdir", "arrowdir"])
+def test_columnar_folders_analyse_the_same_rank_by_rank(kind, tmp_path):
+    folder = _columnar(DDP[1], tmp_path / f"ddp.{kind}", kind, rows_per_batch=333)
+    whole = load(folder)
+    for h in rank_heads(whole):
+        _frames_equal(sub_trace(whole, h.pid), load_part(folder, [h.pid]))
+    _same_outputs(folder)
+
+
+def test_the_html_of_one_rank_is_the_same(tmp_path):
+    pages = []
+    for mode in ("0", "1"):
+        out = tmp_path / f"r{mode}.html"
+        res = _cli(str(DDP[1]), "--html", str(out), "--rank", "1", apart=mode)
+        assert res.returncode == 0, res.stderr
+        pages.append(out.read_bytes())
+    assert pages[0] == pages[1]
+
+
+# ---------------------------------------------------------------------------------------
+# when a trace is read rank by rank
+
+
+def test_read_apart_only_above_the_memory_cap(monkeypatch, three):
+    monkeypatch.delenv("CGPROF_RANKS_APART", raising=False)
+    rows = E.activity_rows(three)
+    assert rows == 2 * (7 + 8 + 9) * 2 + 1  # kernels + API calls: 2 each per step
+    monkeypatch.setenv("CGPROF_MEMORY_LIMIT", "4GB")
+    assert not E.apart_wanted(three) and apart_heads(three) is None
+    need = E.whole_analysis_bytes(rows)
+    monkeypatch.setenv("CGPROF_MEMORY_LIMIT", f"{need - 1}B")
+    assert E.apart_wanted(three)
+    assert [h.pid for h in apart_heads(three)] == [300, 200, 100]
+    monkeypatch.setenv("CGPROF_RANKS_APART", "0")
+    assert not E.apart_wanted(three)
+    monkeypatch.setenv("CGPROF_RANKS_APART", "1")
+    monkeypatch.setenv("CGPROF_MEMORY_LIMIT", "4GB")
+    assert E.apart_wanted(three)
+
+
+def test_a_one_process_trace_over_the_cap_is_analysed_whole(monkeypatch):
+    trace = REPO / "traces" / "mlp_train_eager.sqlite"
+    monkeypatch.setenv("CGPROF_RANKS_APART", "1")
+    assert E.apart_wanted(trace)
+    assert apart_heads(trace) is None  # one rank: nothing to read apart
+
+
+def test_rows_are_not_known_for_a_report_or_a_folder_of_traces(tmp_path):
+    rep = tmp_path / "x.nsys-rep"
+    rep.write_bytes(b"not read")
+    assert E.activity_rows(rep) is None
+    assert E.activity_rows(tmp_path) is None
+    assert E.activity_rows(REPO / "traces" / "columnar" / "mlp_infer_eager.parquetdir") > 0
+
+
+def test_over_the_cap_the_cli_reads_rank_by_rank_and_writes_no_cache(three, tmp_path):
+    cache = tmp_path / "cache"
+    need = E.whole_analysis_bytes(E.activity_rows(three))
+    # a cap below the estimate (DuckDB's own cap is a floor it still reads these files in)
+    env = {"CGPROF_CACHE": str(cache), "CGPROF_MEMORY_LIMIT": f"{need - 1}B"}
+    res = _cli(str(three), "--json", "-", apart=None, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "read rank by rank" in res.stderr
+    assert not cache.exists() or not any(cache.rglob("*.parquet"))
+    whole = _cli(str(three), "--json", "-", "--no-cache", apart="0")
+    assert res.stdout == whole.stdout
+
+
+def test_the_input_is_not_written(three):
+    import hashlib
+
+    before = hashlib.md5(three.read_bytes()).hexdigest()
+    mtime = three.stat().st_mtime_ns
+    _cli(str(three), apart="1")
+    assert hashlib.md5(three.read_bytes()).hexdigest() == before
+    assert three.stat().st_mtime_ns == mtime
+
+
+def test_each_rank_is_read_with_its_own_rows_only(three, monkeypatch):
+    """The parts' scans keep the rank's rows: no read returns another process's row."""
+    seen: list[tuple[str, set[int]]] = []
+    real = E.SqliteSource._scan
+
+    def spy(con, table, columns, rows, where=""):
+        tbl = real(con, table, columns, rows, where)
+        col = E.PidFilter([]).column(table, columns)
+        if col is not None and tbl.num_rows:
+            ids = np.asarray(tbl.column(col).to_numpy(zero_copy_only=False), dtype=np.int64)
+            seen.append((table, {int(p) for p in (ids >> 24) & 0xFFFFFF}))
+        return tbl
+
+    monkeypatch.setattr(E.SqliteSource, "_scan", staticmethod(spy))
+    part = load_part(three, [200])
+    assert len(part.kernels) == 2 * 8
+    assert seen and all(pids == {200} for _, pids in seen)
