@@ -199,9 +199,15 @@ class PidFilter:
     has a pid column (:data:`cgprof.schema.PID_COLUMN`) within its scan, so that the rows of
     the other processes are never held (a multi-rank trace read rank by rank)."""
 
-    def __init__(self, pids: Any, keep: bool = True) -> None:
+    def __init__(self, pids: Any, keep: bool = True, tables: Any = None) -> None:
         self.pids = tuple(sorted({int(p) for p in pids}))
         self.keep = keep
+        #: the tables whose rows may be kept (None: all); the others read as empty, unscanned
+        self.tables = None if tables is None else frozenset(tables)
+
+    def none_of(self, table: str) -> bool:
+        """True when no row of ``table`` is kept (not scanned at all)."""
+        return self.tables is not None and table not in self.tables
 
     def column(self, table: str, columns: list[str]) -> str | None:
         """The column of ``table`` to filter on, when it is among ``columns``."""
@@ -297,7 +303,9 @@ class Source:
         """The SQL condition of :attr:`pid_filter` on ``table`` ("" when none applies)."""
         f = self.pid_filter
         col = f.column(table, columns) if f is not None else None
-        return "" if col is None or f is None else f.sql(col)
+        if col is None or f is None:
+            return ""
+        return "FALSE" if f.none_of(table) else f.sql(col)
 
     def read_ahead(self, table: str, columns: list[str]) -> None:
         """Start reading ``table``'s columns now, in a thread; the later :meth:`read` of the
@@ -731,10 +739,11 @@ class DirSource(Source):
 
         assert self.pid_filter is not None
         kept = []
+        none = self.pid_filter.none_of(f.name[: -len(self.suffix)])
         if self.suffix == ".arrow":
             with _open_ipc(f) as reader:
                 schema = reader.schema
-                for batch in _batches(reader):
+                for batch in () if none else _batches(reader):
                     batch = batch.select(columns)
                     kept.append(batch.filter(pa.array(self.pid_filter.mask(batch.column(col)))))
             schema = pa.schema([schema.field(c) for c in columns])
@@ -743,8 +752,9 @@ class DirSource(Source):
 
             with pq.ParquetFile(f) as pf:
                 schema = pa.schema([pf.schema_arrow.field(c) for c in columns])
-                for batch in pf.iter_batches(batch_size=_DEFAULT_BATCH, columns=columns,
-                                             use_threads=threads() > 1):
+                batches = () if none else pf.iter_batches(
+                    batch_size=_DEFAULT_BATCH, columns=columns, use_threads=threads() > 1)
+                for batch in batches:
                     kept.append(batch.filter(pa.array(self.pid_filter.mask(batch.column(col)))))
         return pa.Table.from_batches(kept, schema=schema)
 

@@ -599,7 +599,12 @@ def analyze_ranks_apart(path: Any, heads: Sequence[RankHead], step: str | None =
     if progress is not None:
         progress("reading the other processes")
     pids = [h.pid for h in heads]
-    others = other_processes(load_part(path, pids, keep=False), path_s, pids)
+    # processes without GPU work have no GPU rows: their CUDA API calls and NVTX events only
+    from cgprof import schema as S
+
+    others = other_processes(load_part(path, pids, keep=False, tables=(S.RUNTIME, S.NVTX,
+                                                                       S.THREAD_NAMES)),
+                             path_s, pids)
     return reduce_ranks([path_s], [_first_carries(results, others)], rank=rank)
 
 

@@ -961,17 +961,18 @@ def load(path: str | Path, progress: Progress | None = None, *,
 
 
 def load_part(path: str | Path, pids: Any, keep: bool = True,
-              progress: Progress | None = None) -> Trace:
+              progress: Progress | None = None, tables: Any = None) -> Trace:
     """The rows of processes ``pids`` of the trace at ``path`` (``keep`` False: of every
     other process), read with the filter in the scan (:class:`cgprof.engine.PidFilter`), so
     that the other processes' rows are never held: the trace of one rank of a multi-rank
     trace is ``load_part(path, [pid])``, the same frames (values, order) as
     :func:`cgprof.ranks.sub_trace` cuts from the whole trace, the GPUs those the rank used.
     An SQLite export or nsys's parquetdir/arrowdir export; no cache is read or written
-    (an entry holds a whole trace)."""
+    (an entry holds a whole trace). ``tables``: the nsys tables whose rows are read (None:
+    all); the others' frames are empty, their tables not scanned."""
     path = Path(path)
     say = progress or (lambda _msg: None)
-    flt = E.PidFilter(pids, keep)
+    flt = E.PidFilter(pids, keep, tables)
     trace = _load_source(path, path, say, use_cache=False, pid_filter=flt)
     if keep:
         used: set[int] = set()

@@ -317,3 +317,24 @@ def test_each_rank_is_read_with_its_own_rows_only(three, monkeypatch):
     part = load_part(three, [200])
     assert len(part.kernels) == 2 * 8
     assert seen and all(pids == {200} for _, pids in seen)
+
+
+def test_the_other_processes_part_reads_only_their_tables(three, tmp_path):
+    from cgprof import schema as S
+
+    pids = [100, 200, 300]
+    only = (S.RUNTIME, S.NVTX, S.THREAD_NAMES)
+    folder = _columnar(three, tmp_path / "three.parquetdir", "parquetdir", rows_per_batch=7)
+    for path in (three, folder):
+        every = load_part(path, pids, keep=False)
+        some = load_part(path, pids, keep=False, tables=only)
+        _frames_equal(every, some)  # the GPU tables hold none of their rows anyway
+        assert set(some.runtime["pid"]) == {50}
+    f = E.PidFilter(pids, keep=False, tables=only)
+    assert f.none_of(S.KERNEL) and not f.none_of(S.RUNTIME)
+    conn = E.connect_readonly(three)
+    src = E.SqliteSource(three, conn, E.probe_sqlite(conn))
+    src.pid_filter = f
+    assert src._where(S.KERNEL, ["globalPid"]) == "FALSE"
+    assert src.read(S.KERNEL, ["start", "globalPid"]).num_rows == 0
+    src.close()
