@@ -183,7 +183,7 @@ def test_a_run_above_the_memory_limit_says_so_on_stderr(cache_dir, tmp_path):
     json.loads(over.stdout)
     note = [line for line in over.stderr.splitlines() if "note:" in line]
     assert len(note) == 1 and "above --memory-limit 10MB" in note[0]
-    assert "caps the SQLite read only" in note[0]
+    assert "caps the SQLite read" in note[0]
     by_env = run(CGPROF_MEMORY_LIMIT="10MB")
     assert "above CGPROF_MEMORY_LIMIT 10MB" in by_env.stderr
     for quiet in (run("--memory-limit", "100GB"), run()):

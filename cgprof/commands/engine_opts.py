@@ -63,7 +63,8 @@ def peak_rss() -> int | None:
 
 def _note_over_cap(cap: str, source: str) -> None:
     """One line on stderr when the command held more memory than the cap the user set: the cap
-    bounds the SQLite read, not the analysis after it, and a user who asked for 1GB should not
+    bounds the SQLite read (and how much of a multi-rank trace is read at once), not the
+    analysis of what was read, and a user who asked for 1GB should not
     believe the run kept to it (stdout stays the report's, or the JSON's)."""
     from cgprof.engine import parse_size
 
@@ -71,8 +72,9 @@ def _note_over_cap(cap: str, source: str) -> None:
     if peak is None or peak <= parse_size(cap):
         return
     click.echo(f"cgprof: note: this run held {peak / 1e9:.2f} GB at its peak, above "
-               f"{source} {cap}, which caps the SQLite read only: the analysis after the "
-               f"read is not capped (docs/engine.md)", err=True)
+               f"{source} {cap}, which caps the SQLite read (and reads a multi-rank trace "
+               f"one rank at a time): the analysis of what was read is not capped "
+               f"(docs/engine.md)", err=True)
 
 
 def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -89,9 +91,11 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
     wrapper = click.option(
         "--memory-limit", metavar="SIZE", callback=_check_size,
-        help="Memory cap of the SQLite reader (DuckDB), e.g. 1GB (default 4GB, or "
-             "$CGPROF_MEMORY_LIMIT); it spills to disk beyond it. The analysis after the "
-             "read is not capped (10M kernels + 10M API calls: ~1.9 GB).")(wrapper)
+        help="Memory cap, e.g. 1GB (default 4GB, or $CGPROF_MEMORY_LIMIT). A multi-rank "
+             "trace whose whole analysis would exceed it is read rank by rank (no cache). "
+             "Otherwise it caps the SQLite reader (DuckDB), which spills to disk beyond it, "
+             "not the analysis after the read (one process, 10M kernels + 10M API calls: "
+             "~1.9 GB).")(wrapper)
     wrapper = click.option(
         "--no-cache", is_flag=True,
         help="Neither read nor write cgprof's columnar cache of the trace.")(wrapper)
