@@ -88,22 +88,41 @@ def key(path: Path) -> str:
     return h.hexdigest()[:32]
 
 
-def entry_dir(path: Path) -> Path:
-    return cache_dir() / key(path)
+def entry_dir(path: Path, part: str | None = None) -> Path:
+    """The entry folder of ``path``'s whole trace, or of one ``part`` of it (a multi-rank
+    trace read rank by rank stores each rank's trace as an entry of its own, ``part``
+    ``"pid N"``, and the ranks' ids as part ``"ranks"``: cgprof.ranks)."""
+    k = key(path)
+    if part is not None:
+        k = hashlib.sha256(f"{k}:part:{part}".encode()).hexdigest()[:32]
+    return cache_dir() / k
 
 
-def lookup(path: Path) -> CachedSource | None:
-    """The cache entry of ``path`` as a source, or None (no entry, unreadable, other format)."""
-    early = E.take_early(path, CachedSource)
-    if early is not None:
-        return early  # type: ignore[return-value]
+def _manifest(entry: Path) -> dict[str, Any] | None:
+    """The entry's manifest when it is of this format, else None (a stale one discarded)."""
     try:
-        entry = entry_dir(path)
         manifest = json.loads((entry / MANIFEST).read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
         discard(entry)
+        return None
+    return manifest
+
+
+def lookup(path: Path, part: str | None = None) -> CachedSource | None:
+    """The cache entry of ``path`` (or of its ``part``, see :func:`entry_dir`) as a source,
+    or None (no entry, unreadable, other format)."""
+    if part is None:
+        early = E.take_early(path, CachedSource)
+        if early is not None:
+            return early  # type: ignore[return-value]
+    try:
+        entry = entry_dir(path, part)
+    except OSError:
+        return None
+    manifest = _manifest(entry)
+    if manifest is None:
         return None
     tables, frames = manifest.get("tables"), manifest.get("frames")
     if not isinstance(tables, dict) or not isinstance(frames, dict):
@@ -358,8 +377,8 @@ class Pending:
     write makes :meth:`commit` return None and the analysis goes on without it.
     """
 
-    def __init__(self, path: Path, tmp: Path) -> None:
-        self.path, self.tmp, self.failed = path, tmp, False
+    def __init__(self, path: Path, tmp: Path, part: str | None = None) -> None:
+        self.path, self.tmp, self.failed, self.part = path, tmp, False, part
         self.frames: dict[str, list[list[Any]]] = {}
 
     def write(self, table: str, tbl: Any) -> None:
@@ -428,7 +447,7 @@ class Pending:
         if self.failed or not set(FRAME_TABLES) <= set(self.frames):
             self.abort()
             return None
-        return _finish(self.path, self.tmp, tables, self.frames)
+        return _finish(self.path, self.tmp, tables, self.frames, self.part)
 
     def abort(self) -> None:
         discard(self.tmp)
@@ -544,15 +563,37 @@ def finish_writes() -> None:
         _writers.pop().join()
 
 
-def begin(path: Path) -> Pending | None:
-    """A new entry for ``path`` in a temporary folder of the cache; None if none can be made."""
+def begin(path: Path, part: str | None = None) -> Pending | None:
+    """A new entry for ``path`` (or its ``part``, see :func:`entry_dir`) in a temporary
+    folder of the cache; None if none can be made."""
     try:
-        entry = entry_dir(path)
+        entry = entry_dir(path, part)
         root = entry.parent
         root.mkdir(parents=True, exist_ok=True)
-        return Pending(path, Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root)))
+        return Pending(path, Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root)),
+                       part)
     except OSError:
         return None
+
+
+def store_note(path: Path, part: str, note: dict[str, Any]) -> Path | None:
+    """An entry of ``path`` that holds only ``note`` (JSON) in its manifest, as part
+    ``part``: what a later run needs besides the tables (the ranks' ids). None when it
+    cannot be written."""
+    pending = begin(path, part)
+    if pending is None:
+        return None
+    return _finish(path, pending.tmp, {}, {}, part, note)
+
+
+def read_note(path: Path, part: str) -> dict[str, Any] | None:
+    """The ``note`` :func:`store_note` stored for ``path``'s ``part``, or None."""
+    try:
+        manifest = _manifest(entry_dir(path, part))
+    except OSError:
+        return None
+    note = None if manifest is None else manifest.get("note")
+    return note if isinstance(note, dict) else None
 
 
 def trace_frames(trace: Any) -> dict[str, Any]:
@@ -578,15 +619,18 @@ def store(path: Path, src: E.Source, trace: Any) -> Path | None:
 
 
 def _finish(path: Path, tmp: Path, tables: dict[str, list[str]],
-            frames: dict[str, list[list[Any]]]) -> Path | None:
-    """Manifest, then rename ``tmp`` into place as ``path``'s entry."""
+            frames: dict[str, list[list[Any]]], part: str | None = None,
+            note: dict[str, Any] | None = None) -> Path | None:
+    """Manifest, then rename ``tmp`` into place as ``path``'s entry (of ``part``)."""
     try:
-        entry = entry_dir(path)
+        entry = entry_dir(path, part)
         st = path.stat()
         manifest = {"format": FORMAT_VERSION, "source": str(path.resolve()),
                     "size": st.st_size, "mtime_ns": st.st_mtime_ns,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "tables": tables, "frames": frames}
+                    "tables": tables, "frames": frames,
+                    **({"part": part} if part is not None else {}),
+                    **({"note": note} if note is not None else {})}
         (tmp / MANIFEST).write_text(json.dumps(manifest))
         try:
             os.rename(tmp, entry)
@@ -669,7 +713,8 @@ def entries() -> list[dict[str, Any]]:
         except (OSError, ValueError):
             manifest = {}
         out.append({"key": entry.name, "source": manifest.get("source"),
-                    "created": manifest.get("created"), "bytes": size})
+                    "created": manifest.get("created"), "bytes": size,
+                    **({"part": manifest["part"]} if "part" in manifest else {})})
     return out
 
 

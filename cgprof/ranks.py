@@ -559,10 +559,50 @@ def apart_heads(path: Any) -> list[RankHead] | None:
 
     if not E.apart_wanted(Path(path)):
         return None
-    from cgprof.trace import process_heads
+    heads = _noted_heads(Path(path))
+    if heads is None:
+        from cgprof.trace import process_heads
 
-    heads = rank_heads(process_heads(path))
+        heads = rank_heads(process_heads(path))
     return heads if len(heads) > 1 else None
+
+
+#: The cache part that notes a trace's ranks once every rank's own entry is written.
+RANKS_PART = "ranks"
+
+
+def _part(pid: int) -> str:
+    return f"pid {pid}"
+
+
+def _noted_heads(path: Any) -> list[RankHead] | None:
+    """The ranks noted in the cache by an earlier rank-by-rank run of ``path`` (None: none,
+    or the cache is off)."""
+    from cgprof import cache as C
+
+    if not C.enabled() or not path.is_file():
+        return None
+    note = C.read_note(path, RANKS_PART)
+    try:
+        return [RankHead(rank_id=int(h["rank_id"]), pid=int(h["pid"]),
+                         device_ids=tuple(int(d) for d in h["device_ids"]),
+                         source=str(h["source"]),
+                         marker=None if h["marker"] is None else int(h["marker"]),
+                         alone=bool(h["alone"]))
+                for h in note["heads"]] if note is not None else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _note_heads(path: Any, heads: Sequence[RankHead]) -> None:
+    """Note ``heads`` in the cache (after every rank's entry is written: a later run that
+    finds the note reads no SQLite)."""
+    from pathlib import Path
+
+    from cgprof import cache as C
+
+    if C.enabled() and Path(path).is_file() and _noted_heads(Path(path)) is None:
+        C.store_note(Path(path), RANKS_PART, {"heads": [dataclasses.asdict(h) for h in heads]})
 
 
 def analyze_ranks_apart(path: Any, heads: Sequence[RankHead], step: str | None = None,
@@ -574,8 +614,10 @@ def analyze_ranks_apart(path: Any, heads: Sequence[RankHead], step: str | None =
     analysed and made light (but ``keep``'s) before the next rank's are read; then the
     other processes' API calls and NVTX ranges. ``heads``: :func:`apart_heads`. The same
     result as :func:`analyze_ranks` on the loaded trace; a 4-rank trace of 10M kernels and
-    10M API calls holds about a quarter of it (docs/engine.md). No cache entry is read or
-    written (an entry holds a whole trace)."""
+    10M API calls holds about half of it (docs/engine.md). Each rank's trace is a cache
+    entry of its own (the whole trace's entry is not read), and once all are written the
+    ranks are noted too (:func:`apart_heads` reads them): a later run reads no SQLite."""
+    from cgprof.cache import finish_writes
     from cgprof.engine import release_memory
     from cgprof.trace import load_part
 
@@ -584,7 +626,7 @@ def analyze_ranks_apart(path: Any, heads: Sequence[RankHead], step: str | None =
     for i, h in enumerate(heads):
         say = None if progress is None else _prefixed(progress, f"rank {h.rank_id} "
                                                                 f"({i + 1}/{len(heads)}): ")
-        sub = load_part(path, [h.pid], progress=say)
+        sub = load_part(path, [h.pid], progress=say, part=_part(h.pid))
         rk = Rank(rank_id=h.rank_id, pid=h.pid, device_ids=h.device_ids, trace=sub,
                   source=h.source, marker=h.marker)
         del sub
@@ -595,6 +637,7 @@ def analyze_ranks_apart(path: Any, heads: Sequence[RankHead], step: str | None =
         results.append(r if whole else r.light(gap_limit))
         rows = len(r.result.trace.stored("kernels")) + len(r.result.trace.stored("runtime"))
         del r
+        finish_writes()  # its cache entry (written beside the analysis) before the next rank
         release_memory(rows)
     if progress is not None:
         progress("reading the other processes")
@@ -603,8 +646,10 @@ def analyze_ranks_apart(path: Any, heads: Sequence[RankHead], step: str | None =
     from cgprof import schema as S
 
     others = other_processes(load_part(path, pids, keep=False, tables=(S.RUNTIME, S.NVTX,
-                                                                       S.THREAD_NAMES)),
-                             path_s, pids)
+                                                                       S.THREAD_NAMES),
+                                       part="others"), path_s, pids)
+    finish_writes()
+    _note_heads(path, heads)
     return reduce_ranks([path_s], [_first_carries(results, others)], rank=rank)
 
 

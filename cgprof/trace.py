@@ -961,19 +961,42 @@ def load(path: str | Path, progress: Progress | None = None, *,
 
 
 def load_part(path: str | Path, pids: Any, keep: bool = True,
-              progress: Progress | None = None, tables: Any = None) -> Trace:
+              progress: Progress | None = None, tables: Any = None,
+              part: str | None = None, cache: bool | None = None) -> Trace:
     """The rows of processes ``pids`` of the trace at ``path`` (``keep`` False: of every
     other process), read with the filter in the scan (:class:`cgprof.engine.PidFilter`), so
     that the other processes' rows are never held: the trace of one rank of a multi-rank
     trace is ``load_part(path, [pid])``, the same frames (values, order) as
     :func:`cgprof.ranks.sub_trace` cuts from the whole trace, the GPUs those the rank used.
-    An SQLite export or nsys's parquetdir/arrowdir export; no cache is read or written
-    (an entry holds a whole trace). ``tables``: the nsys tables whose rows are read (None:
-    all); the others' frames are empty, their tables not scanned."""
+    An SQLite export or nsys's parquetdir/arrowdir export. ``tables``: the nsys tables whose
+    rows are read (None: all); the others' frames are empty, their tables not scanned.
+
+    ``part``: the name of this part's own cache entry (:func:`cgprof.cache.entry_dir`), read
+    when there is one and written after a read of an SQLite export (``cache``: None means on
+    unless ``CGPROF_NO_CACHE``); without it no cache is used (an entry of the whole trace
+    holds every process)."""
+    from cgprof import cache as C
+
     path = Path(path)
     say = progress or (lambda _msg: None)
-    flt = E.PidFilter(pids, keep, tables)
-    trace = _load_source(path, path, say, use_cache=False, pid_filter=flt)
+    use_cache = (part is not None and (C.enabled() if cache is None else cache)
+                 and path.is_file())
+    trace = None
+    if use_cache:
+        hit = C.lookup(path, part)
+        if hit is not None:
+            say("reading the columnar cache")
+            try:
+                trace = _load_tables(hit, path, say)
+            except Exception:  # a broken entry costs a re-read, never the analysis
+                C.discard(hit.entry)
+                trace = None
+            else:
+                _checked_part(trace, path, keep)
+    if trace is None:
+        trace = _load_source(path, path, say, use_cache, pid_filter=E.PidFilter(pids, keep,
+                                                                                tables),
+                             part=part)
     if keep:
         used: set[int] = set()
         for name in GPU_TABLES:
@@ -985,6 +1008,15 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
             trace.gpus = gpus[gpus["device_id"].isin(sorted(used))].reset_index(drop=True)
     _release_arrow(len(trace.stored("kernels")) + len(trace.stored("runtime")))
     return trace
+
+
+def _checked_part(trace: Trace, path: Path, keep: bool) -> None:
+    """What :func:`_checked` does for a whole trace, for a part: a rank's trace is checked
+    (cgprof.validate), the other processes' only shed."""
+    if keep:
+        _checked(trace, path, part=True)
+    else:
+        trace.shed()
 
 
 def activity_rows(path: str | Path) -> int | None:
@@ -1052,16 +1084,18 @@ def _checked(trace: Trace, path: Path, part: bool = False) -> None:
 
 
 def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
-                 pid_filter: E.PidFilter | None = None) -> Trace:
+                 pid_filter: E.PidFilter | None = None, part: str | None = None) -> Trace:
+    """Read ``src_path`` (``pid_filter``: some processes' rows only, then cached as entry
+    ``part`` of ``path``, or not at all without one)."""
     from cgprof import cache as C
 
     src = open_source(src_path)
     src.pid_filter = pid_filter
-    if pid_filter is not None:
-        use_cache = False  # a cache entry holds a whole trace
+    if pid_filter is not None and part is None:
+        use_cache = False  # an entry without a part holds the whole trace
     # The cache entry is written table by table as the tables are read (src.spool), so the
     # Arrow copy of each is freed once its columns are numpy, not kept for a write at the end.
-    pending = C.begin(path) if use_cache and src.kind == "sqlite" else None
+    pending = C.begin(path, part) if use_cache and src.kind == "sqlite" else None
     src.keep_reads = False
     if pending is not None:
         src.spool = pending.write
@@ -1091,10 +1125,10 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
                                   "writes an integer") from None
         # Checked (and shed) before the cache entry is written: a trace cgprof refuses gets
         # no entry, and the writer is handed the frames the analysis keeps.
-        if pid_filter is None or pid_filter.keep:
-            _checked(trace, path, part=pid_filter is not None)
+        if pid_filter is None:
+            _checked(trace, path)
         else:
-            trace.shed()
+            _checked_part(trace, path, pid_filter.keep)
         if pending is not None:
             done, pending = pending, None
             if C.in_background():

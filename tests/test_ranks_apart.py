@@ -47,13 +47,14 @@ def _same_outputs(trace: Path, *extra: str, env: dict[str, str] | None = None) -
     """The JSON document and the text report, whole (apart=0) and rank by rank (apart=1):
     the same bytes, the same stderr and exit code. Returns the JSON."""
     out = {}
-    for mode in ("0", "1"):
-        j = _cli(str(trace), "--json", "-", *extra, apart=mode, env=env)
-        t = _cli(str(trace), *extra, apart=mode, env=env)
+    for mode in ("0", "1", "1 cached"):
+        j = _cli(str(trace), "--json", "-", *extra, apart=mode[0], env=env)
+        t = _cli(str(trace), *extra, apart=mode[0], env=env)
         out[mode] = (j.returncode, j.stdout, j.stderr, t.returncode, t.stdout, t.stderr)
     assert out["0"][0] == 0, out["0"][2]
     for i, what in enumerate(["rc", "json", "json stderr", "text rc", "text", "text stderr"]):
-        assert out["0"][i] == out["1"][i], f"{trace} {extra}: {what} differs"
+        for mode in ("1", "1 cached"):
+            assert out["0"][i] == out[mode][i], f"{trace} {extra}: {what} differs ({mode})"
     return out["1"][1]
 
 
@@ -277,17 +278,56 @@ def test_rows_are_not_known_for_a_report_or_a_folder_of_traces(tmp_path):
     assert E.activity_rows(REPO / "traces" / "columnar" / "mlp_infer_eager.parquetdir") > 0
 
 
-def test_over_the_cap_the_cli_reads_rank_by_rank_and_writes_no_cache(three, tmp_path):
+def test_over_the_cap_the_cli_reads_rank_by_rank_and_caches_each_rank(three, tmp_path,
+                                                                      monkeypatch):
     cache = tmp_path / "cache"
     need = E.whole_analysis_bytes(E.activity_rows(three))
     # a cap below the estimate (DuckDB's own cap is a floor it still reads these files in)
     env = {"CGPROF_CACHE": str(cache), "CGPROF_MEMORY_LIMIT": f"{need - 1}B"}
     res = _cli(str(three), "--json", "-", apart=None, env=env)
     assert res.returncode == 0, res.stderr
-    assert "read rank by rank" in res.stderr
-    assert not cache.exists() or not any(cache.rglob("*.parquet"))
+    assert "read rank by rank (3 ranks, one at a time)" in res.stderr
     whole = _cli(str(three), "--json", "-", "--no-cache", apart="0")
     assert res.stdout == whole.stdout
+    from cgprof import cache as C
+
+    monkeypatch.setenv("CGPROF_CACHE", str(cache))
+    parts = sorted(str(e.get("part")) for e in C.entries())
+    assert parts == ["others", "pid 100", "pid 200", "pid 300", "ranks"]  # no whole entry
+    again = _cli(str(three), "--json", "-", apart=None, env=env)
+    assert again.stdout == whole.stdout and "read rank by rank" in again.stderr
+    plain = _cli(str(three), "--json", "-", "--no-cache", apart=None, env=env)
+    assert plain.stdout == whole.stdout
+
+
+def test_a_second_run_reads_the_ranks_from_the_cache_only(three, tmp_path, monkeypatch):
+    import cgprof.trace as T
+    from cgprof import cache as C
+    from cgprof.ranks import analyze_ranks, analyze_ranks_apart
+    from cgprof.report.json_report import render_chunks
+
+    monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CGPROF_NO_CACHE", raising=False)
+    monkeypatch.setenv("CGPROF_RANKS_APART", "1")
+
+    def doc(result) -> str:
+        return "".join(render_chunks([result]))
+
+    whole = doc(analyze_ranks(load(three, cache=False), keep=False, gap_limit=1000))
+    heads = apart_heads(three)
+    assert doc(analyze_ranks_apart(three, heads, keep=False, gap_limit=1000)) == whole
+    assert len(C.entries()) == 5
+
+    def refuse(path):
+        raise AssertionError(f"SQLite opened: {path}")
+
+    monkeypatch.setattr(T, "open_source", refuse)
+    assert apart_heads(three) == heads  # the noted ranks
+    assert doc(analyze_ranks_apart(three, heads, keep=False, gap_limit=1000)) == whole
+    assert doc(analyze_ranks_apart(three, heads, keep=1, gap_limit=1000)) == whole
+    monkeypatch.setenv("CGPROF_NO_CACHE", "1")
+    with pytest.raises(AssertionError, match="SQLite opened"):
+        analyze_ranks_apart(three, heads, keep=False, gap_limit=1000)
 
 
 def test_the_input_is_not_written(three):

@@ -92,7 +92,7 @@ def _note_apart(path: Path, ranks: int) -> None:
     need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
     click.echo(f"cgprof: note: {path}: read rank by rank ({ranks} ranks, one at a time): "
                f"its whole analysis would hold ~{need / 1e9:.1f} GB, above the memory cap "
-               f"{E.memory_limit()}; the columnar cache is neither read nor written",
+               f"{E.memory_limit()}; each rank's rows are cached apart",
                err=True)
 
 

@@ -28,7 +28,7 @@ def info(as_json: bool) -> None:
     click.echo(f"{len(rows)} trace(s), {total / 1e6:.1f} MB")
     for r in rows:
         click.echo(f"  {r['key']}  {r['bytes'] / 1e6:8.1f} MB  {r['created'] or '?'}  "
-                   f"{r['source'] or '?'}")
+                   f"{r['source'] or '?'}" + (f" ({r['part']})" if r.get("part") else ""))
 
 
 @command.command("clear")
