@@ -312,9 +312,21 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
     if path.is_file() and _is_json(path):
         return _json_run(_load_json(path))
     from cgprof.metrics import analyze
-    from cgprof.ranks import analyze_rank, gpu_pids, rank_heads, rank_of
+    from cgprof.ranks import (
+        analyze_rank,
+        apart_heads,
+        apart_results,
+        gpu_pids,
+        rank_heads,
+        rank_of,
+    )
     from cgprof.trace import load
 
+    apart = apart_heads(path)
+    if apart:  # whole, it would hold more than the memory cap: one rank's rows at a time
+        done = apart_results(path, apart, step=step, skip=skip, only=only)
+        return RunFigures({r.rank_id: figures(r.result) for r in done}, True,
+                          [h.rank_id for h in apart])
     trace = load(path)
     if len(gpu_pids(trace)) <= 1:
         return RunFigures({0: figures(analyze(trace, step=step, skip=skip))}, False, [0])

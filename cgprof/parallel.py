@@ -88,6 +88,23 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def memory_jobs(paths: Sequence[str | Path], jobs: int) -> int:
+    """``jobs``, fewer when that many workers would together hold more than the memory cap
+    (``--memory-limit``/``CGPROF_MEMORY_LIMIT``, default 4GB): each worker is expected to
+    hold the largest file's whole analysis (:func:`cgprof.engine.whole_analysis_bytes`),
+    at most the cap (a file above it is read rank by rank). At least one; files whose rows
+    are not known up front count as none."""
+    from cgprof import engine as E
+
+    cap = E.parse_size(E.memory_limit())
+    rows = [E.activity_rows(Path(p)) for p in paths]
+    need = max((min(E.whole_analysis_bytes(r), cap) for r in rows if r is not None),
+               default=0)
+    if need <= 0:
+        return jobs
+    return max(1, min(jobs, cap // need))
+
+
 def _worker_setup() -> None:
     """Once per worker: one engine thread, cgprof's analysis imported."""
     os.environ["CGPROF_THREADS"] = "1"
@@ -100,9 +117,14 @@ def analyze_file(path: str, step: str | None = None, skip: int = 0,
     """Load one file and analyse each of its ranks; compact results, in pid order.
 
     A :class:`CgprofError` names the file; any other failure is turned into one too."""
+    from cgprof.ranks import apart_heads, apart_results
     from cgprof.trace import load
 
     try:
+        apart = apart_heads(path)
+        if apart:  # whole, it would hold more than the memory cap: one rank's rows at a time
+            return apart_results(path, apart, step=step, skip=skip, min_gap_us=min_gap_us,
+                                 shape=RankResult.compact)
         trace = load(path)
         heads = rank_heads(trace)
         if not heads:
@@ -204,7 +226,7 @@ def analyze_files(paths: Sequence[str | Path], step: str | None = None, skip: in
                     break
             raise CgprofError(msg) from None
     else:
-        per_file = _run_local(names, kwargs, jobs or default_jobs(), say)
+        per_file = _run_local(names, kwargs, memory_jobs(names, jobs or default_jobs()), say)
     # Dask was sent absolute paths: report the paths as given, as a local run does.
     per_file = [[dataclasses.replace(r, path=str(p), others=None if r.others is None else
                                      dataclasses.replace(r.others, path=str(p))) for r in rs]

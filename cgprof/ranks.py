@@ -44,8 +44,8 @@ __all__ = [
     "Rank", "RankHead", "RankResult", "RanksResult", "CrossRank", "OtherProcesses",
     "split_ranks", "gpu_pids", "other_processes", "missing_rank", "rank_heads", "rank_of",
     "sub_trace", "rank_marker", "assign_rank_ids", "analyze_rank", "analyze_ranks",
-    "cross_rank", "reduce_ranks", "apart_heads", "analyze_ranks_apart", "RANK_MARKER_DOMAIN",
-    "RANK_MARKER_PREFIX", "COLLECTIVE_TEXT",
+    "cross_rank", "reduce_ranks", "apart_heads", "analyze_ranks_apart", "apart_results",
+    "rank_part", "RANK_MARKER_DOMAIN", "RANK_MARKER_PREFIX", "COLLECTIVE_TEXT",
 ]
 
 RANK_MARKER_DOMAIN = "cgprof"
@@ -575,6 +575,15 @@ def _part(pid: int) -> str:
     return f"pid {pid}"
 
 
+def rank_part(path: Any, pid: int, progress: Any = None) -> Trace:
+    """The trace of the rank of process ``pid`` of the trace at ``path``, its rows read
+    alone (:func:`cgprof.trace.load_part`; its own cache entry): what :func:`rank_of`
+    cuts."""
+    from cgprof.trace import load_part
+
+    return load_part(path, [pid], progress=progress, part=_part(pid))
+
+
 def _noted_heads(path: Any) -> list[RankHead] | None:
     """The ranks noted in the cache by an earlier rank-by-rank run of ``path`` (None: none,
     or the cache is off)."""
@@ -610,47 +619,67 @@ def analyze_ranks_apart(path: Any, heads: Sequence[RankHead], step: str | None =
                         keep: bool | int = True, gap_limit: int | None = None,
                         progress: Any = None) -> RanksResult:
     """:func:`analyze_ranks` of the trace at ``path`` without loading it whole: each rank's
-    rows are read alone (:func:`cgprof.trace.load_part`, the pid filter in the scan),
-    analysed and made light (but ``keep``'s) before the next rank's are read; then the
-    other processes' API calls and NVTX ranges. ``heads``: :func:`apart_heads`. The same
-    result as :func:`analyze_ranks` on the loaded trace; a 4-rank trace of 10M kernels and
-    10M API calls holds about half of it (docs/engine.md). Each rank's trace is a cache
-    entry of its own (the whole trace's entry is not read), and once all are written the
-    ranks are noted too (:func:`apart_heads` reads them): a later run reads no SQLite."""
+    rows are read alone (:func:`apart_results`), analysed and made light (but ``keep``'s)
+    before the next rank's are read; then the other processes' API calls and NVTX ranges.
+    ``heads``: :func:`apart_heads`. The same result as :func:`analyze_ranks` on the loaded
+    trace; a 4-rank trace of 10M kernels and 10M API calls holds about half of it
+    (docs/engine.md)."""
+
+    def shape(r: RankResult) -> RankResult:
+        whole = keep if isinstance(keep, bool) else keep == r.rank_id
+        return r if whole else r.light(gap_limit)
+
+    results = apart_results(path, heads, step=step, skip=skip, min_gap_us=min_gap_us,
+                            shape=shape, progress=progress)
+    return reduce_ranks([str(path)], [results], rank=rank)
+
+
+def apart_results(path: Any, heads: Sequence[RankHead], step: str | None = None,
+                  skip: int = 0, min_gap_us: float = 0.0, shape: Any = None,
+                  only: int | None = None, progress: Any = None) -> list[RankResult]:
+    """Each rank of ``heads`` (``only``: that rank id alone) analysed from its own rows
+    (:func:`cgprof.trace.load_part`, the pid filter in the scan) and given to ``shape``
+    (default: :meth:`RankResult.light`) before the next rank's rows are read: the file's
+    ranks in pid order, the first carrying the other processes (read last, and only when
+    every rank is analysed). Each rank's trace is a cache entry of its own (the whole
+    trace's entry is not read), and once all are written the ranks are noted too
+    (:func:`apart_heads` reads them): a later run reads no SQLite."""
+    from cgprof import schema as S
     from cgprof.cache import finish_writes
     from cgprof.engine import release_memory
     from cgprof.trace import load_part
 
+    shape = shape or (lambda r: r.light())
     path_s = str(path)
+    chosen = [h for h in heads if only is None or h.rank_id == only]
     results = []
-    for i, h in enumerate(heads):
+    for i, h in enumerate(chosen):
         say = None if progress is None else _prefixed(progress, f"rank {h.rank_id} "
-                                                                f"({i + 1}/{len(heads)}): ")
-        sub = load_part(path, [h.pid], progress=say, part=_part(h.pid))
+                                                                f"({i + 1}/{len(chosen)}): ")
+        sub = rank_part(path, h.pid, progress=say)
         rk = Rank(rank_id=h.rank_id, pid=h.pid, device_ids=h.device_ids, trace=sub,
                   source=h.source, marker=h.marker)
         del sub
         r = analyze_rank(rk, path_s, step=step, skip=skip, min_gap_us=min_gap_us,
                          progress=say)
         del rk
-        whole = keep if isinstance(keep, bool) else keep == h.rank_id
-        results.append(r if whole else r.light(gap_limit))
         rows = len(r.result.trace.stored("kernels")) + len(r.result.trace.stored("runtime"))
+        results.append(shape(r))
         del r
         finish_writes()  # its cache entry (written beside the analysis) before the next rank
         release_memory(rows)
+    if only is not None:
+        return results
     if progress is not None:
         progress("reading the other processes")
     pids = [h.pid for h in heads]
     # processes without GPU work have no GPU rows: their CUDA API calls and NVTX events only
-    from cgprof import schema as S
-
     others = other_processes(load_part(path, pids, keep=False, tables=(S.RUNTIME, S.NVTX,
                                                                        S.THREAD_NAMES),
                                        part="others"), path_s, pids)
     finish_writes()
     _note_heads(path, heads)
-    return reduce_ranks([path_s], [_first_carries(results, others)], rank=rank)
+    return _first_carries(results, others)
 
 
 def _prefixed(progress: Any, prefix: str) -> Any:

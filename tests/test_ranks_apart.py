@@ -378,3 +378,66 @@ def test_the_other_processes_part_reads_only_their_tables(three, tmp_path):
     assert src._where(S.KERNEL, ["globalPid"]) == "FALSE"
     assert src.read(S.KERNEL, ["start", "globalPid"]).num_rows == 0
     src.close()
+
+
+# ---------------------------------------------------------------------------------------
+# the other commands that read a multi-rank trace: diff, check, folders of traces
+
+
+def _cmd(args: list[str], apart: str, tmp: Path) -> tuple[int, str, str]:
+    e = {**os.environ, "CGPROF_RANKS_APART": apart}
+    res = subprocess.run([sys.executable, "-m", "cgprof", *args], capture_output=True,
+                         text=True, env=e, timeout=240, cwd=tmp)
+    return res.returncode, res.stdout, res.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["diff", str(DDP[0]), str(DDP[1]), "--json", "-"],
+    ["diff", str(DDP[0]), str(DDP[1]), "--rank", "1"],
+    ["check", str(DDP[1]), "--max", "launch_calls_per_step=2", "--min",
+     "graph_kernel_share=0.5"],
+    ["check", str(DDP[1]), "--rank", "1", "--max", "launch_calls_per_step=0"],
+], ids=["diff-json", "diff-rank", "check", "check-rank-fails"])
+def test_diff_and_check_read_rank_by_rank_the_same(args, tmp_path):
+    whole, apart = _cmd(args, "0", tmp_path), _cmd(args, "1", tmp_path)
+    assert whole == apart
+    assert whole[0] == (1 if args[-1].endswith("=0") else 0), whole[2]
+    assert _cmd(args, "1", tmp_path) == whole  # the ranks read from their cache entries
+
+
+def test_diff_html_of_a_rank_is_the_same(tmp_path):
+    pages = []
+    for mode in ("0", "1"):
+        out = tmp_path / f"d{mode}.html"
+        rc, _, err = _cmd(["diff", str(DDP[0]), str(DDP[1]), "--rank", "0", "-o", str(out)],
+                          mode, tmp_path)
+        assert rc == 0, err
+        pages.append(out.read_bytes())
+    assert pages[0] == pages[1]
+
+
+def test_a_folder_of_multi_rank_traces_reads_each_rank_by_rank(tmp_path):
+    import shutil
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for i, src in enumerate(DDP):
+        shutil.copyfile(src, folder / f"node{i}.sqlite")
+    for jobs in ("1", "2"):
+        args = ["analyze", str(folder), "--json", "-", "--jobs", jobs, "--quiet"]
+        whole, apart = _cmd(args, "0", tmp_path), _cmd(args, "1", tmp_path)
+        assert whole[0] == 0, whole[2]
+        assert whole == apart
+
+
+def test_workers_are_fewer_when_together_they_would_exceed_the_cap(monkeypatch, three):
+    from cgprof.parallel import memory_jobs
+
+    need = E.whole_analysis_bytes(E.activity_rows(three))
+    monkeypatch.setenv("CGPROF_MEMORY_LIMIT", "4GB")
+    assert memory_jobs([three, three], 8) == 8
+    monkeypatch.setenv("CGPROF_MEMORY_LIMIT", f"{3 * need}B")
+    assert memory_jobs([three, three], 8) == 3
+    monkeypatch.setenv("CGPROF_MEMORY_LIMIT", f"{need - 1}B")  # read rank by rank: one
+    assert memory_jobs([three], 8) == 1
+    assert memory_jobs([three.parent / "nothing.sqlite"], 8) == 8  # rows not known

@@ -22,7 +22,16 @@ def _run(path: Path, step, skip, jobs, rank=None):
     and the HTML timeline; a one-process run has only rank 0)."""
     from cgprof.metrics import analyze
     from cgprof.parallel import analyze_files, expand_inputs, is_trace_dir
-    from cgprof.ranks import analyze_ranks, gpu_pids, missing_rank, rank_heads, sub_trace
+    from cgprof.ranks import (
+        analyze_ranks,
+        analyze_ranks_apart,
+        apart_heads,
+        gpu_pids,
+        missing_rank,
+        rank_heads,
+        rank_part,
+        sub_trace,
+    )
     from cgprof.trace import load
 
     def fail_unless(ids) -> None:
@@ -37,10 +46,20 @@ def _run(path: Path, step, skip, jobs, rank=None):
         # rank ids come from every file's markers; the rank's file is read again for its trace
         fail_unless([r.rank_id for r in run.ranks])
         found = next(r for r in run.ranks if r.rank_id == rank)
+        if apart_heads(found.path):  # whole, it would hold more than the memory cap
+            return analyze(rank_part(found.path, found.pid), step=step, skip=skip)
         trace = load(found.path)
         if len(gpu_pids(trace)) > 1:
             trace = sub_trace(trace, found.pid)
         return analyze(trace, step=step, skip=skip)
+    apart = apart_heads(path)
+    if apart:  # whole, it would hold more than the memory cap: one rank's rows at a time
+        if rank is None:
+            return analyze_ranks_apart(path, apart, step=step, skip=skip, keep=False,
+                                       gap_limit=0)
+        fail_unless([h.rank_id for h in apart])
+        return analyze(rank_part(path, next(h.pid for h in apart if h.rank_id == rank)),
+                       step=step, skip=skip)
     trace = load(path)
     if len(gpu_pids(trace)) > 1:
         if rank is None:  # the ranks' tables are compared: no timeline, no gap list
