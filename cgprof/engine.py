@@ -412,6 +412,19 @@ class SqliteSource(Source):
         self._duck: Any = None
         self._duck_failed = os.environ.get("CGPROF_ENGINE", "").lower() == "sqlite3"
         self._cursors: dict[str, Any] = {}  # the DuckDB cursor of each read ahead
+        #: the process tables written apart once (:class:`Spill`), read instead of the file
+        #: by a read of one process's rows
+        self.spill: Spill | None = None
+
+    def _spilled(self, table: str, columns: list[str]) -> Any:
+        """A function reading ``table``'s rows of the one process :attr:`pid_filter` keeps
+        from :attr:`spill`, or None when the spill does not hold them."""
+        f = self.pid_filter
+        if (self.spill is None or f is None or not f.keep or len(f.pids) != 1
+                or f.column(table, columns) is None or f.none_of(table)
+                or not self.spill.holds(table, columns)):
+            return None
+        return lambda: self.spill.read(table, f.pids[0], columns)  # type: ignore[union-attr]
 
     def _duckdb(self) -> Any:
         if self._duck is None and not self._duck_failed:
@@ -426,6 +439,9 @@ class SqliteSource(Source):
         scanned side by side, and while the kernels' frame is built). The connection is
         opened here, in the caller's thread: importing duckdb is most of it (~0.08 s), and
         holds the GIL wherever it runs."""
+        spilled = self._spilled(table, columns)
+        if spilled is not None:
+            return spilled
         if self._duckdb() is None:
             return None
         cur = self._duck.cursor()
@@ -444,6 +460,9 @@ class SqliteSource(Source):
     def _read(self, table: str, columns: list[str]) -> Any:
         import pyarrow as pa
 
+        spilled = self._spilled(table, columns)
+        if spilled is not None:
+            return spilled()
         con = self._duckdb()
         where = self._where(table, columns)
         if con is not None:
@@ -536,6 +555,76 @@ class SqliteSource(Source):
         if self._duck is not None:
             self._duck.close()
         self.conn.close()
+
+
+class Spill:
+    """The process tables of an SQLite export, written once as Parquet in ``folder``, one
+    file set per process (DuckDB ``COPY ... PARTITION_BY``, within the memory cap): a
+    multi-rank trace read rank by rank then scans SQLite once, not once per rank (SQLite
+    has no index on the process). Each process's rows read back in rowid order, the order
+    a scan of the file gives them (:meth:`read`)."""
+
+    ROWID = "__rowid"
+    PID = "__pid"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.columns: dict[str, list[str]] = {}  # table -> the nsys columns written
+
+    @classmethod
+    def write(cls, src: SqliteSource, folder: Path) -> Spill | None:
+        """Every process table of ``src`` (the columns the loader reads) into ``folder``;
+        None when DuckDB cannot (the reads then filter the file, rank by rank)."""
+        con = src._duckdb()
+        if con is None:
+            return None
+        spill = cls(folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for table, col in S.PID_COLUMN.items():
+                have = src.tables.get(table, [])
+                cols = [c for c in S.READ_COLUMNS.get(table, []) if c in have]
+                if col not in have or table == S.THREAD_NAMES or not cols:
+                    continue
+                if col not in cols:
+                    cols.append(col)
+                out = folder / table
+                sel = ", ".join(f'"{c}"' for c in cols)
+                con.execute(
+                    f'COPY (SELECT {sel}, rowid AS {cls.ROWID}, '
+                    f'("{col}" >> {S.PID_SHIFT}) & {S.ID_MASK} AS {cls.PID} '
+                    f'FROM s."{table}" WHERE "{col}" IS NOT NULL) '
+                    f"TO '{_sql_str(str(out))}' (FORMAT parquet, PARTITION_BY ({cls.PID}), "
+                    f"WRITE_PARTITION_COLUMNS false)")
+                if next(out.glob("*/*.parquet"), None) is not None:  # (else: no row at all)
+                    spill.columns[table] = cols
+        except Exception:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        return spill
+
+    def holds(self, table: str, columns: list[str]) -> bool:
+        return set(columns) <= set(self.columns.get(table, ()))
+
+    def read(self, table: str, pid: int, columns: list[str]) -> Any:
+        """Process ``pid``'s rows of ``table``, ``columns`` only, in rowid order."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        files = sorted((self.folder / table / f"{self.PID}={pid}").glob("*.parquet"))
+        parts = [pq.read_table(f, columns=[*columns, self.ROWID]) for f in files]
+        if not parts:  # no row of this process: the table's columns, empty
+            any_file = next((self.folder / table).glob("*/*.parquet"), None)
+            if any_file is None:
+                raise UnreadableTable(table, "spilled table without files")
+            schema = pq.read_schema(any_file)
+            return pa.schema([schema.field(c) for c in columns]).empty_table()
+        tbl = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        order = pc.sort_indices(tbl.column(self.ROWID))
+        return tbl.take(order).select(columns).combine_chunks()
 
 
 #: DuckDB's own rows per Arrow batch, and the most cgprof asks for in one batch.

@@ -29,6 +29,7 @@ All durations are integer nanoseconds (``*_ns``); shares are percentages (``*_pc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -575,13 +576,46 @@ def _part(pid: int) -> str:
     return f"pid {pid}"
 
 
-def rank_part(path: Any, pid: int, progress: Any = None) -> Trace:
+def rank_part(path: Any, pid: int, progress: Any = None, spill: Any = None) -> Trace:
     """The trace of the rank of process ``pid`` of the trace at ``path``, its rows read
-    alone (:func:`cgprof.trace.load_part`; its own cache entry): what :func:`rank_of`
-    cuts."""
+    alone (:func:`cgprof.trace.load_part`; its own cache entry; ``spill``: the file's
+    process tables written apart): what :func:`rank_of` cuts."""
     from cgprof.trace import load_part
 
-    return load_part(path, [pid], progress=progress, part=_part(pid))
+    return load_part(path, [pid], progress=progress, part=_part(pid), spill=spill)
+
+
+@contextlib.contextmanager
+def _spilled(path: Any, pids: Sequence[int], progress: Any) -> Any:
+    """The process tables of the SQLite export at ``path`` written apart for the ranks of
+    ``pids`` to read (one scan of the file instead of one per rank), in a temporary folder
+    of the cache (of the system without one) removed at the end; None when fewer than two
+    ranks are to be read from the file (the others' cache entries are read), or the file
+    cannot be spilled."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from cgprof import cache as C
+    from cgprof.trace import spill_processes
+
+    use = C.enabled()
+    todo = [p for p in pids if not (use and C.lookup(Path(path), _part(p)) is not None)]
+    if len(todo) < 2 or not Path(path).is_file():
+        yield None
+        return
+    root: Path | None = None
+    if use:
+        with contextlib.suppress(OSError):
+            C.cache_dir().mkdir(parents=True, exist_ok=True)
+            root = C.cache_dir()
+    folder = Path(tempfile.mkdtemp(prefix=".tmp-spill-", dir=root))
+    try:
+        if progress is not None:
+            progress("writing each process's rows apart")
+        yield spill_processes(path, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _noted_heads(path: Any) -> list[RankHead] | None:
@@ -646,28 +680,13 @@ def apart_results(path: Any, heads: Sequence[RankHead], step: str | None = None,
     (:func:`apart_heads` reads them): a later run reads no SQLite."""
     from cgprof import schema as S
     from cgprof.cache import finish_writes
-    from cgprof.engine import release_memory
     from cgprof.trace import load_part
 
     shape = shape or (lambda r: r.light())
     path_s = str(path)
     chosen = [h for h in heads if only is None or h.rank_id == only]
-    results = []
-    for i, h in enumerate(chosen):
-        say = None if progress is None else _prefixed(progress, f"rank {h.rank_id} "
-                                                                f"({i + 1}/{len(chosen)}): ")
-        sub = rank_part(path, h.pid, progress=say)
-        rk = Rank(rank_id=h.rank_id, pid=h.pid, device_ids=h.device_ids, trace=sub,
-                  source=h.source, marker=h.marker)
-        del sub
-        r = analyze_rank(rk, path_s, step=step, skip=skip, min_gap_us=min_gap_us,
-                         progress=say)
-        del rk
-        rows = len(r.result.trace.stored("kernels")) + len(r.result.trace.stored("runtime"))
-        results.append(shape(r))
-        del r
-        finish_writes()  # its cache entry (written beside the analysis) before the next rank
-        release_memory(rows)
+    with _spilled(path, [h.pid for h in chosen], progress) as spill:
+        results = _rank_results(path, chosen, spill, shape, step, skip, min_gap_us, progress)
     if only is not None:
         return results
     if progress is not None:
@@ -680,6 +699,33 @@ def apart_results(path: Any, heads: Sequence[RankHead], step: str | None = None,
     finish_writes()
     _note_heads(path, heads)
     return _first_carries(results, others)
+
+
+def _rank_results(path: Any, chosen: Sequence[RankHead], spill: Any, shape: Any,
+                  step: str | None, skip: int, min_gap_us: float,
+                  progress: Any) -> list[RankResult]:
+    """:func:`apart_results`' loop: each rank read, analysed and shaped in turn."""
+    from cgprof.cache import finish_writes
+    from cgprof.engine import release_memory
+
+    path_s = str(path)
+    results = []
+    for i, h in enumerate(chosen):
+        say = None if progress is None else _prefixed(progress, f"rank {h.rank_id} "
+                                                                f"({i + 1}/{len(chosen)}): ")
+        sub = rank_part(path, h.pid, progress=say, spill=spill)
+        rk = Rank(rank_id=h.rank_id, pid=h.pid, device_ids=h.device_ids, trace=sub,
+                  source=h.source, marker=h.marker)
+        del sub
+        r = analyze_rank(rk, path_s, step=step, skip=skip, min_gap_us=min_gap_us,
+                         progress=say)
+        del rk
+        rows = len(r.result.trace.stored("kernels")) + len(r.result.trace.stored("runtime"))
+        results.append(shape(r))
+        del r
+        finish_writes()  # its cache entry (written beside the analysis) before the next rank
+        release_memory(rows)
+    return results
 
 
 def _prefixed(progress: Any, prefix: str) -> Any:

@@ -962,7 +962,8 @@ def load(path: str | Path, progress: Progress | None = None, *,
 
 def load_part(path: str | Path, pids: Any, keep: bool = True,
               progress: Progress | None = None, tables: Any = None,
-              part: str | None = None, cache: bool | None = None) -> Trace:
+              part: str | None = None, cache: bool | None = None,
+              spill: E.Spill | None = None) -> Trace:
     """The rows of processes ``pids`` of the trace at ``path`` (``keep`` False: of every
     other process), read with the filter in the scan (:class:`cgprof.engine.PidFilter`), so
     that the other processes' rows are never held: the trace of one rank of a multi-rank
@@ -974,7 +975,8 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
     ``part``: the name of this part's own cache entry (:func:`cgprof.cache.entry_dir`), read
     when there is one and written after a read of an SQLite export (``cache``: None means on
     unless ``CGPROF_NO_CACHE``); without it no cache is used (an entry of the whole trace
-    holds every process)."""
+    holds every process). ``spill``: the process tables of the SQLite export at ``path``
+    already written apart (:class:`cgprof.engine.Spill`), read instead of the file."""
     from cgprof import cache as C
 
     path = Path(path)
@@ -996,7 +998,7 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
     if trace is None:
         trace = _load_source(path, path, say, use_cache, pid_filter=E.PidFilter(pids, keep,
                                                                                 tables),
-                             part=part)
+                             part=part, spill=spill)
     if keep:
         used: set[int] = set()
         for name in GPU_TABLES:
@@ -1032,6 +1034,17 @@ def activity_rows(path: str | Path) -> int | None:
                     return None
                 total += n
         return total
+    finally:
+        src.close()
+
+
+def spill_processes(path: str | Path, folder: Path) -> E.Spill | None:
+    """The process tables of the SQLite export at ``path`` written apart into ``folder``
+    (:class:`cgprof.engine.Spill`): one scan of the file for every rank read after it.
+    None for other inputs, or where DuckDB cannot."""
+    src = open_source(Path(path))
+    try:
+        return E.Spill.write(src, folder) if isinstance(src, E.SqliteSource) else None
     finally:
         src.close()
 
@@ -1084,13 +1097,16 @@ def _checked(trace: Trace, path: Path, part: bool = False) -> None:
 
 
 def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
-                 pid_filter: E.PidFilter | None = None, part: str | None = None) -> Trace:
+                 pid_filter: E.PidFilter | None = None, part: str | None = None,
+                 spill: E.Spill | None = None) -> Trace:
     """Read ``src_path`` (``pid_filter``: some processes' rows only, then cached as entry
-    ``part`` of ``path``, or not at all without one)."""
+    ``part`` of ``path``, or not at all without one; ``spill``: see :func:`load_part`)."""
     from cgprof import cache as C
 
     src = open_source(src_path)
     src.pid_filter = pid_filter
+    if spill is not None and isinstance(src, E.SqliteSource):
+        src.spill = spill
     if pid_filter is not None and part is None:
         use_cache = False  # an entry without a part holds the whole trace
     # The cache entry is written table by table as the tables are read (src.spool), so the

@@ -441,3 +441,61 @@ def test_workers_are_fewer_when_together_they_would_exceed_the_cap(monkeypatch, 
     monkeypatch.setenv("CGPROF_MEMORY_LIMIT", f"{need - 1}B")  # read rank by rank: one
     assert memory_jobs([three], 8) == 1
     assert memory_jobs([three.parent / "nothing.sqlite"], 8) == 8  # rows not known
+
+
+# ---------------------------------------------------------------------------------------
+# one scan of the file for every rank: the process tables written apart (engine.Spill)
+
+
+def test_spilled_rows_are_the_rows_a_filtered_scan_reads(three, tmp_path):
+    from cgprof import schema as S
+    from cgprof.trace import spill_processes
+
+    spill = spill_processes(three, tmp_path / "spill")
+    assert spill is not None and S.KERNEL in spill.columns and S.NVTX in spill.columns
+    conn = E.connect_readonly(three)
+    src = E.SqliteSource(three, conn, E.probe_sqlite(conn))
+    try:
+        for table, cols in spill.columns.items():
+            for pid in (50, 100, 200, 300, 999):
+                src.pid_filter = E.PidFilter([pid])
+                scanned = src._read(table, cols)
+                src.spill = spill
+                assert src._spilled(table, cols) is not None
+                read = src._read(table, cols)
+                src.spill = None
+                assert read.column_names == scanned.column_names
+                assert read.to_pylist() == scanned.to_pylist(), (table, pid)
+        src.pid_filter = E.PidFilter([100], keep=False)  # not one process: not spilled
+        src.spill = spill
+        assert src._spilled(S.KERNEL, spill.columns[S.KERNEL]) is None
+    finally:
+        src.close()
+
+
+def test_a_rank_by_rank_run_scans_the_file_once(three, tmp_path, monkeypatch):
+    from cgprof import schema as S
+    from cgprof.ranks import analyze_ranks, analyze_ranks_apart
+    from cgprof.report.json_report import render_chunks
+
+    monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CGPROF_NO_CACHE", raising=False)
+    monkeypatch.setenv("CGPROF_RANKS_APART", "1")
+    scans: list[tuple[str, str]] = []
+    real = E.SqliteSource._scan
+
+    def spy(con, table, columns, rows, where=""):
+        scans.append((table, where))
+        return real(con, table, columns, rows, where)
+
+    monkeypatch.setattr(E.SqliteSource, "_scan", staticmethod(spy))
+    heads = apart_heads(three)
+    scans.clear()
+    doc = "".join(render_chunks([analyze_ranks_apart(three, heads, keep=False,
+                                                     gap_limit=1000)]))
+    big = [t for t, w in scans if t in (S.KERNEL, S.RUNTIME, S.NVTX) and "FALSE" not in w]
+    assert big == [S.RUNTIME, S.NVTX]  # the other processes' read; the ranks read the spill
+    assert not list((tmp_path / "cache").glob(".tmp-spill-*"))  # removed
+    whole = "".join(render_chunks([analyze_ranks(load(three, cache=False), keep=False,
+                                                 gap_limit=1000)]))
+    assert doc == whole
