@@ -937,16 +937,7 @@ def load(path: str | Path, progress: Progress | None = None, *,
     path = Path(path)
     say = progress or (lambda _msg: None)
     use_cache = (C.enabled() if cache is None else cache) and path.is_file()
-    trace = None
-    if use_cache:
-        hit = C.lookup(path)
-        if hit is not None:
-            say("reading the columnar cache")
-            try:
-                trace = _load_tables(hit, path, say)
-            except Exception:  # a broken entry costs a re-read, never the analysis
-                C.discard(hit.entry)
-                trace = None
+    trace = _cached(path, None, say) if use_cache else None
     if trace is None:
         if path.suffix.lower() == ".nsys-rep" and path.is_file():
             say("exporting the report to SQLite with nsys")
@@ -983,19 +974,10 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
     say = progress or (lambda _msg: None)
     use_cache = (part is not None and (C.enabled() if cache is None else cache)
                  and path.is_file())
-    trace = None
-    if use_cache:
-        hit = C.lookup(path, part)
-        if hit is not None:
-            say("reading the columnar cache")
-            try:
-                trace = _load_tables(hit, path, say)
-            except Exception:  # a broken entry costs a re-read, never the analysis
-                C.discard(hit.entry)
-                trace = None
-            else:
-                _checked_part(trace, path, keep)
-    if trace is None:
+    trace = _cached(path, part, say) if use_cache else None
+    if trace is not None:
+        _checked_part(trace, path, keep)
+    else:
         trace = _load_source(path, path, say, use_cache, pid_filter=E.PidFilter(pids, keep,
                                                                                 tables),
                              part=part, spill=spill)
@@ -1010,6 +992,23 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
             trace.gpus = gpus[gpus["device_id"].isin(sorted(used))].reset_index(drop=True)
     _release_arrow(len(trace.stored("kernels")) + len(trace.stored("runtime")))
     return trace
+
+
+def _cached(path: Path, part: str | None, say: Progress) -> Trace | None:
+    """The trace at ``path`` (or its ``part``) read from its cache entry, not yet checked;
+    None when there is none, or it cannot be read (a broken entry costs a re-read, never the
+    analysis: it is discarded)."""
+    from cgprof import cache as C
+
+    hit = C.lookup(path, part)
+    if hit is None:
+        return None
+    say("reading the columnar cache")
+    try:
+        return _load_tables(hit, path, say)
+    except Exception:
+        C.discard(hit.entry)
+        return None
 
 
 def _checked_part(trace: Trace, path: Path, keep: bool) -> None:

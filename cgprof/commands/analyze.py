@@ -85,15 +85,16 @@ def _note_apart(path: Path, ranks: int) -> None:
     """One line on stderr: the trace is read rank by rank because of the memory cap."""
     import os
 
+    from cgprof import cache as C
     from cgprof import engine as E
 
     if os.environ.get("CGPROF_RANKS_APART", "").strip() == "1":
         return  # asked for: nothing to explain
     need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
+    cached = "; each rank is cached apart" if C.enabled() else ""
     click.echo(f"cgprof: note: {path}: read rank by rank ({ranks} ranks, one at a time): "
                f"its whole analysis would hold ~{need / 1e9:.1f} GB, above the memory cap "
-               f"{E.memory_limit()}; each rank's rows are cached apart",
-               err=True)
+               f"{E.memory_limit()}{cached}", err=True)
 
 
 @click.command("analyze")

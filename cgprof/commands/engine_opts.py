@@ -92,7 +92,7 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
     wrapper = click.option(
         "--memory-limit", metavar="SIZE", callback=_check_size,
         help="Memory cap, e.g. 1GB (default 4GB, or $CGPROF_MEMORY_LIMIT). A multi-rank "
-             "trace whose whole analysis would exceed it is read rank by rank (no cache). "
+             "trace whose whole analysis would exceed it is read rank by rank. "
              "Otherwise it caps the SQLite reader (DuckDB), which spills to disk beyond it, "
              "not the analysis after the read (one process, 10M kernels + 10M API calls: "
              "~1.9 GB).")(wrapper)
