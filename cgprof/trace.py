@@ -821,7 +821,9 @@ def _load_nvtx(src: E.Source, strings: pd.Series) -> pd.DataFrame:
     keys = zip(df["pid"].tolist(), df["domain_id"].tolist(), strict=True)
     df["domain"] = pd.Series([domains.get(k, "") if k[1] != 0 else "" for k in keys],
                              index=df.index, dtype="object")
-    text = df["text"].astype("object").fillna("").astype(str)
+    # (object, not pandas 3's str dtype: 3.0 adds neither an object column to it nor it to
+    # one, which an empty part of a trace, no NVTX row, came to)
+    text = df["text"].astype("object").fillna("").astype(str).astype(object)
     df["name"] = pd.Series(np.where(df["domain"] != "", df["domain"] + ":" + text, text),
                            index=df.index, dtype="object")
     df["style"] = df["event_type"].map(S.NVTX_STYLE).fillna("")
