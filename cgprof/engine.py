@@ -215,8 +215,9 @@ class PidFilter:
         return col if col is not None and col in columns else None
 
     def sql(self, col: str) -> str:
-        """The condition, in SQL (SQLite and DuckDB both)."""
-        pid = f'(("{col}" >> {S.PID_SHIFT}) & {S.ID_MASK})'
+        """The condition, in SQL (SQLite and DuckDB both); a NULL id is process 0's, as the
+        loader reads it (a NULL in a nullable integer column reads as 0)."""
+        pid = pid_sql(col)
         if not self.pids:
             return "TRUE" if not self.keep else "FALSE"
         ids = ", ".join(str(p) for p in self.pids)
@@ -224,16 +225,26 @@ class PidFilter:
 
     def mask(self, values: Any) -> Any:
         """The condition on an Arrow column of global ids, as a numpy bool array (a NULL id
-        is no process's)."""
+        is process 0's, as in :meth:`sql`)."""
         import numpy as np
-        import pyarrow.compute as pc
 
-        ok = np.asarray(pc.is_valid(values).to_numpy(zero_copy_only=False), dtype=bool)
-        ids = pc.fill_null(values, 0) if values.null_count else values
-        pid = (np.asarray(ids.to_numpy(zero_copy_only=False), dtype=np.int64)
-               >> S.PID_SHIFT) & S.ID_MASK
-        hit = np.isin(pid, np.asarray(self.pids, dtype=np.int64))
-        return ok & (hit if self.keep else ~hit)
+        hit = np.isin(_pids(values), np.asarray(self.pids, dtype=np.int64))
+        return hit if self.keep else ~hit
+
+
+def pid_sql(col: str) -> str:
+    """The process of a row, in SQL, from its global id column ``col`` (NULL: process 0)."""
+    return f'((COALESCE("{col}", 0) >> {S.PID_SHIFT}) & {S.ID_MASK})'
+
+
+def _pids(values: Any) -> Any:
+    """The processes of an Arrow column of global ids, as int64 (NULL: process 0)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    ids = pc.fill_null(values, 0) if values.null_count else values
+    return (np.asarray(ids.to_numpy(zero_copy_only=False), dtype=np.int64)
+            >> S.PID_SHIFT) & S.ID_MASK
 
 
 class Source:
@@ -296,8 +307,8 @@ class Source:
         import numpy as np
 
         tbl = self._read(table, ["globalPid", "deviceId"])
-        return _unique_pairs(np.asarray(tbl.column(0).to_numpy(), dtype=np.int64),
-                             np.asarray(tbl.column(1).to_numpy(), dtype=np.int64))
+        return np.unique(np.concatenate([np.zeros((0, 2), dtype=np.int64)] + [
+            _batch_pairs(b) for b in tbl.to_batches()]), axis=0)
 
     def _where(self, table: str, columns: list[str]) -> str:
         """The SQL condition of :attr:`pid_filter` on ``table`` ("" when none applies)."""
@@ -356,15 +367,6 @@ class Source:
 
     def close(self) -> None:
         self._join_ahead()
-
-
-def _unique_pairs(global_pid: Any, device: Any) -> Any:
-    import numpy as np
-
-    pid = (global_pid >> S.PID_SHIFT) & S.ID_MASK
-    if not len(pid):
-        return np.zeros((0, 2), dtype=np.int64)
-    return np.unique(np.stack([pid, device], axis=1), axis=0)
 
 
 class InThread:
@@ -521,8 +523,10 @@ class SqliteSource(Source):
     def _pid_devices(self, table: str) -> Any:
         import numpy as np
 
-        sql = (f'SELECT DISTINCT ("globalPid" >> {S.PID_SHIFT}) & {S.ID_MASK}, "deviceId" '
-               f'FROM {{}}"{table}" WHERE "globalPid" IS NOT NULL AND "deviceId" IS NOT NULL')
+        # (a NULL device is device 0, as the loader reads a copy's or memset's; a kernel's
+        # NULL device is damage its rank's load names)
+        sql = (f'SELECT DISTINCT {pid_sql("globalPid")}, COALESCE("deviceId", 0) '
+               f'FROM {{}}"{table}"')
         con = self._duckdb()
         try:
             rows = (con.execute(sql.format("s.")).fetchall() if con is not None
@@ -593,9 +597,8 @@ class Spill:
                 out = folder / table
                 sel = ", ".join(f'"{c}"' for c in cols)
                 con.execute(
-                    f'COPY (SELECT {sel}, rowid AS {cls.ROWID}, '
-                    f'("{col}" >> {S.PID_SHIFT}) & {S.ID_MASK} AS {cls.PID} '
-                    f'FROM s."{table}" WHERE "{col}" IS NOT NULL) '
+                    f'COPY (SELECT {sel}, rowid AS {cls.ROWID}, {pid_sql(col)} AS {cls.PID} '
+                    f'FROM s."{table}") '
                     f"TO '{_sql_str(str(out))}' (FORMAT parquet, PARTITION_BY ({cls.PID}), "
                     f"WRITE_PARTITION_COLUMNS false)")
                 if next(out.glob("*/*.parquet"), None) is not None:  # (else: no row at all)
@@ -871,9 +874,12 @@ def _batch_pairs(batch: Any) -> Any:
     import numpy as np
     import pyarrow.compute as pc
 
-    batch = batch.filter(pc.and_(pc.is_valid(batch.column(0)), pc.is_valid(batch.column(1))))
-    return _unique_pairs(np.asarray(batch.column(0).to_numpy(), dtype=np.int64),
-                         np.asarray(batch.column(1).to_numpy(), dtype=np.int64))
+    device = pc.fill_null(batch.column(1), 0)  # (as pid_devices reads SQLite)
+    pid = _pids(batch.column(0))
+    if not len(pid):
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.unique(np.stack([pid, np.asarray(device.to_numpy(zero_copy_only=False),
+                                               dtype=np.int64)], axis=1), axis=0)
 
 
 def _batches(reader: Any) -> Any:

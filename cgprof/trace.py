@@ -17,6 +17,7 @@ timeline shared by CPU and GPU events; the timeline does not start at 0):
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -1059,16 +1060,18 @@ def process_heads(path: str | Path, progress: Progress | None = None) -> Trace:
     src = open_source(path)
     try:
         say("reading the processes")
-        meta_kv = _read_meta(src)
-        frames = {}
-        for table, name in ((S.KERNEL, "kernels"), (S.MEMCPY, "memcpy"),
-                            (S.MEMSET, "memset"), (S.SYNC, "sync"),
-                            (S.GRAPH_TRACE, "graph_trace")):
-            frames[name] = src.pid_devices(table)
-        strings = _load_strings(src)
-        nvtx = _load_nvtx(src, strings)
-        gpus = _load_gpus(src)
-        threads = _load_threads(src, strings)
+        V.check_tables(path, src.tables)
+        with _named_damage(src, path):
+            meta_kv = _read_meta(src)
+            frames = {}
+            for table, name in ((S.KERNEL, "kernels"), (S.MEMCPY, "memcpy"),
+                                (S.MEMSET, "memset"), (S.SYNC, "sync"),
+                                (S.GRAPH_TRACE, "graph_trace")):
+                frames[name] = src.pid_devices(table)
+            strings = _load_strings(src)
+            nvtx = _load_nvtx(src, strings)
+            gpus = _load_gpus(src)
+            threads = _load_threads(src, strings)
     finally:
         src.close()
     empty = pd.DataFrame({"pid": pd.Series(dtype="int64")})
@@ -1084,7 +1087,7 @@ def _checked(trace: Trace, path: Path, part: bool = False) -> None:
     other (cgprof.validate), then :meth:`Trace.shed` its derived columns. ``part``: some
     processes' rows of ``path`` (:func:`load_part`)."""
     if part:
-        trace.check_whole(V.validate)
+        trace.check_whole(lambda t: V.validate(t, part=True))
         return
     if trace.stored("kernels").empty and trace.stored("runtime").empty and (
         trace.graph_trace.empty) and (
@@ -1095,6 +1098,34 @@ def _checked(trace: Trace, path: Path, part: bool = False) -> None:
             f"`nsys profile --trace=cuda,nvtx` (or `cgprof record`)?"
         )
     trace.check_whole(V.validate)
+
+
+@contextlib.contextmanager
+def _named_damage(src: E.Source, path: Path) -> Iterator[None]:
+    """A failed read of ``src`` as one :class:`TraceError` line naming ``path`` (and the
+    cell, for a value no nsys export holds there)."""
+    try:
+        yield
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        raise TraceError(
+            f"{path}: cannot read SQLite ({V.one_line(exc)}); is the file truncated or "
+            "corrupt?"
+        ) from None
+    except V.DamagedColumn as exc:
+        raise V.damaged(path, str(exc)) from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        # A value no nsys export holds (text in a number column, ...): name the cell.
+        cell = None
+        if isinstance(src, E.SqliteSource):
+            try:
+                cell = V.find_non_integer(src.conn, src.tables)
+            except sqlite3.DatabaseError:
+                cell = None
+        if cell is None:
+            raise V.damaged(path, f"cannot read its tables ({V.one_line(exc)})") from None
+        table, col, value = cell
+        raise V.damaged(path, f"{table}.{col} holds {V.one_line(value, 40)!r} where nsys "
+                              "writes an integer") from None
 
 
 def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
@@ -1118,28 +1149,8 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
         src.spool = pending.write
     try:
         V.check_tables(path, src.tables)
-        try:
+        with _named_damage(src, path):
             trace = _load_tables(src, path, say)
-        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-            raise TraceError(
-                f"{path}: cannot read SQLite ({V.one_line(exc)}); is the file truncated or "
-                "corrupt?"
-            ) from None
-        except V.DamagedColumn as exc:
-            raise V.damaged(path, str(exc)) from None
-        except (ValueError, TypeError, OverflowError) as exc:
-            # A value no nsys export holds (text in a number column, ...): name the cell.
-            cell = None
-            if isinstance(src, E.SqliteSource):
-                try:
-                    cell = V.find_non_integer(src.conn, src.tables)
-                except sqlite3.DatabaseError:
-                    cell = None
-            if cell is None:
-                raise V.damaged(path, f"cannot read its tables ({V.one_line(exc)})") from None
-            table, col, value = cell
-            raise V.damaged(path, f"{table}.{col} holds {V.one_line(value, 40)!r} where nsys "
-                                  "writes an integer") from None
         # Checked (and shed) before the cache entry is written: a trace cgprof refuses gets
         # no entry, and the writer is handed the frames the analysis keeps.
         if pid_filter is None:

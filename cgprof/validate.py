@@ -150,14 +150,17 @@ def _captured(calls: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _check_gpu_processes(trace: Trace) -> None:
+def _check_gpu_processes(trace: Trace, part: bool = False) -> None:
     """GPU rows belong to processes that made CUDA API calls: a kernel, copy or memset is
     launched by a call of its own process. A row whose process made none (a NULL or mangled
-    globalPid) would otherwise become a rank of its own with work nobody launched."""
+    globalPid) would otherwise become a rank of its own with work nobody launched.
+    ``part``: the trace is some processes' rows of a file (cgprof.trace.load_part), whose
+    other processes may have made calls: GPU rows without a call of their own are refused
+    there even when the part has no call at all."""
     from cgprof.trace import distinct_pids  # (trace imports this module)
 
     rt = trace.runtime
-    if not len(rt):
+    if not len(rt) and not part:
         return
     api_pids = distinct_pids(rt["pid"].dropna())
     known = set(api_pids.tolist())
@@ -188,8 +191,9 @@ def _negatives(values: pd.Series) -> int:
     return int((values < 0).sum())
 
 
-def validate(trace: Trace) -> None:
-    """Raise :class:`TraceError` when the trace's tables contradict each other (see module)."""
+def validate(trace: Trace, part: bool = False) -> None:
+    """Raise :class:`TraceError` when the trace's tables contradict each other (see module).
+    ``part``: the trace is some processes' rows of a file (see _check_gpu_processes)."""
     path, tables = trace.meta.path, trace.meta.tables
     for label, df, table in (("kernels", trace.kernels, S.KERNEL),
                              ("CUDA API calls", trace.runtime, S.RUNTIME),
@@ -217,7 +221,7 @@ def validate(trace: Trace) -> None:
         raise damaged(path, f"GPU activity ({shown}) but no table {S.RUNTIME} of the CUDA API "
                             "calls that launched it, so launch overhead cannot be judged")
 
-    _check_gpu_processes(trace)
+    _check_gpu_processes(trace, part)
 
     calls = trace.api_calls
     no_replays = trace.graph_trace.empty and (

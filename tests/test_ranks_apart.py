@@ -150,18 +150,20 @@ def _columnar(sqlite_path: Path, out: Path, kind: str, rows_per_batch: int) -> P
 def test_pid_filter_keeps_and_leaves_out_the_asked_processes():
     import pyarrow as pa
 
-    ids = [S << 24 | 7 for S in (100, 200, 300, 100)] + [None]
+    ids = [S << 24 | 7 for S in (100, 200, 300, 100)] + [None]  # NULL: process 0's
     f = E.PidFilter([100, 300])
     assert f.mask(pa.array(ids)).tolist() == [True, False, True, True, False]
     assert E.PidFilter([100, 300], keep=False).mask(pa.array(ids)).tolist() == [
-        False, True, False, False, False]
+        False, True, False, False, True]
+    assert E.PidFilter([0]).mask(pa.array(ids)).tolist() == [False] * 4 + [True]
     assert f.column("CUPTI_ACTIVITY_KIND_KERNEL", ["start", "globalPid"]) == "globalPid"
     assert f.column("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "globalTid"]) == "globalTid"
     assert f.column("StringIds", ["id", "value"]) is None
     con = sqlite3.connect(":memory:")
     con.execute("CREATE TABLE t (globalPid INTEGER)")
     con.executemany("INSERT INTO t VALUES (?)", [(i,) for i in ids])
-    for flt, want in [(f, 3), (E.PidFilter([100, 300], keep=False), 1)]:
+    for flt, want in [(f, 3), (E.PidFilter([100, 300], keep=False), 2),
+                      (E.PidFilter([0]), 1)]:
         n = con.execute(f"SELECT count(*) FROM t WHERE {flt.sql('globalPid')}").fetchone()[0]
         assert n == want
 
@@ -499,3 +501,75 @@ def test_a_rank_by_rank_run_scans_the_file_once(three, tmp_path, monkeypatch):
     whole = "".join(render_chunks([analyze_ranks(load(three, cache=False), keep=False,
                                                  gap_limit=1000)]))
     assert doc == whole
+
+
+# ---------------------------------------------------------------------------------------
+# damaged multi-rank traces: refused (or analysed) rank by rank as they are whole
+
+
+def _fuzzer():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fuzz_traces",
+                                                  REPO / "scripts" / "fuzz_traces.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fuzz_traces"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+FUZZ_COPIES = 30
+
+
+@pytest.mark.parametrize("index", range(FUZZ_COPIES))
+def test_a_damaged_copy_is_judged_the_same_rank_by_rank(index, tmp_path, monkeypatch):
+    """Copy ``index`` of the eager DDP trace, damaged as ``scripts/fuzz_traces.py --seed 4``
+    damages it: both ways it is analysed to the same JSON, or refused in one line naming the
+    file (the counts in a refusal may be the rank's, not the file's)."""
+    import random
+
+    F = _fuzzer()
+    rng = random.Random(f"4:{index}")
+    copy = tmp_path / "copy.sqlite"
+    detail = F.damage(DDP[0], copy, F.KINDS[index % len(F.KINDS)], rng)
+    monkeypatch.setenv("CGPROF_NO_CACHE", "1")
+    out = {}
+    for mode in ("0", "1"):
+        monkeypatch.setenv("CGPROF_RANKS_APART", mode)
+        code, stdout, stderr = F.run_cli(copy, False)
+        result, problem = F.judge(copy, code, stdout, stderr)
+        assert problem is None, f"{detail} (apart={mode}): {problem}"
+        out[mode] = (code, stdout if code == 0 else None)
+    assert out["0"] == out["1"], detail
+
+
+def test_the_damage_kinds_are_all_tried():
+    F = _fuzzer()
+    assert {F.KINDS[i % len(F.KINDS)] for i in range(FUZZ_COPIES)} == set(F.KINDS)
+
+
+@pytest.mark.parametrize("table,column", [("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid"),
+                                          ("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid"),
+                                          ("CUPTI_ACTIVITY_KIND_MEMCPY", "deviceId")])
+def test_a_null_process_or_device_reads_as_the_loader_reads_it(table, column, tmp_path):
+    """A NULL global id is process 0's and a copy's NULL device is device 0, as the loader
+    reads a NULL in those columns: rank by rank, GPU rows of process 0 (which made no call)
+    are refused as whole, not left out; a copy on device 0 is analysed the same."""
+    import shutil
+
+    copy = tmp_path / "t.sqlite"
+    shutil.copyfile(DDP[0], copy)
+    con = sqlite3.connect(copy)
+    _fuzzer()._update(con, table, column, [3], "NULL")  # (the table loosened where NOT NULL)
+    con.commit()
+    con.close()
+    whole = _cli(str(copy), "--json", "-", "--no-cache", apart="0")
+    apart = _cli(str(copy), "--json", "-", "--no-cache", apart="1")
+    assert whole.returncode == apart.returncode
+    assert whole.stdout == apart.stdout
+    if column == "globalPid":
+        assert whole.returncode == 1
+        for res in (whole, apart):
+            assert res.stderr.startswith(f"Error: {copy}: ") and res.stderr.count("\n") == 1
+            assert "belong to process 0, which made no CUDA API call" in res.stderr
