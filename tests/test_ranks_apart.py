@@ -9,6 +9,7 @@ in small batches, so that the filter crosses batch edges), and on nsys's own par
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -573,3 +574,22 @@ def test_a_null_process_or_device_reads_as_the_loader_reads_it(table, column, tm
         for res in (whole, apart):
             assert res.stderr.startswith(f"Error: {copy}: ") and res.stderr.count("\n") == 1
             assert "belong to process 0, which made no CUDA API call" in res.stderr
+
+
+def test_diff_says_it_read_a_trace_rank_by_rank(three, tmp_path):
+    import shutil
+
+    other = tmp_path / "other.sqlite"
+    shutil.copyfile(three, other)
+    need = E.whole_analysis_bytes(E.activity_rows(three))
+    env = {**os.environ, "CGPROF_CACHE": str(tmp_path / "c"),
+           "CGPROF_MEMORY_LIMIT": f"{need - 1}B"}
+    env.pop("CGPROF_RANKS_APART", None)
+    res = subprocess.run([sys.executable, "-m", "cgprof", "diff", str(three), str(other),
+                          "--json", "-"], capture_output=True, text=True, env=env,
+                         timeout=240)
+    assert res.returncode == 0, res.stderr
+    notes = [line for line in res.stderr.splitlines() if "read rank by rank" in line]
+    assert len(notes) == 2
+    assert str(three) in notes[0] and str(other) in notes[1]
+    json.loads(res.stdout)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from cgprof.cache import writing_in_background
-from cgprof.commands.engine_opts import engine_options
+from cgprof.commands.engine_opts import engine_options, note_apart
 from cgprof.errors import CgprofError, OutputExistsError
 
 #: Progress messages one analysis sends (load: strings, kernels, API calls, copies, NVTX, cache;
@@ -79,22 +79,6 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = Fal
             known = ", ".join(str(i) for i in ids) or "none"
             raise CgprofError(f"--rank {rank}: no such rank in {path} (ranks: {known})")
     return analyze(trace, step=step, skip=skip, min_gap_us=min_gap_us, progress=say)
-
-
-def _note_apart(path: Path, ranks: int) -> None:
-    """One line on stderr: the trace is read rank by rank because of the memory cap."""
-    import os
-
-    from cgprof import cache as C
-    from cgprof import engine as E
-
-    if os.environ.get("CGPROF_RANKS_APART", "").strip() == "1":
-        return  # asked for: nothing to explain
-    need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
-    cached = "; each rank is cached apart" if C.enabled() else ""
-    click.echo(f"cgprof: note: {path}: read rank by rank ({ranks} ranks, one at a time): "
-               f"its whole analysis would hold ~{need / 1e9:.1f} GB, above the memory cap "
-               f"{E.memory_limit()}{cached}", err=True)
 
 
 @click.command("analyze")
@@ -192,7 +176,7 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
 
                         apart = apart_heads(path)
                         if apart:
-                            _note_apart(path, len(apart))
+                            note_apart(path, len(apart))
                     results.append(_analyze_one(path, step, skip, min_gap_us, rank, say,
                                                 html=html_out is not None,
                                                 all_gaps=all_gaps, apart=apart))

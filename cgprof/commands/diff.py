@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from cgprof.cache import writing_in_background
-from cgprof.commands.engine_opts import engine_options
+from cgprof.commands.engine_opts import engine_options, note_apart
 from cgprof.errors import CgprofError
 
 
@@ -54,6 +54,7 @@ def _run(path: Path, step, skip, jobs, rank=None):
         return analyze(trace, step=step, skip=skip)
     apart = apart_heads(path)
     if apart:  # whole, it would hold more than the memory cap: one rank's rows at a time
+        note_apart(path, len(apart))
         if rank is None:
             return analyze_ranks_apart(path, apart, step=step, skip=skip, keep=False,
                                        gap_limit=0)

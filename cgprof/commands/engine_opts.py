@@ -77,6 +77,20 @@ def _note_over_cap(cap: str, source: str) -> None:
                f"(docs/engine.md)", err=True)
 
 
+def note_apart(path: Any, ranks: int) -> None:
+    """One line on stderr: the trace is read rank by rank because of the memory cap."""
+    from cgprof import cache as C
+    from cgprof import engine as E
+
+    if os.environ.get("CGPROF_RANKS_APART", "").strip() == "1":
+        return  # asked for: nothing to explain
+    need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
+    cached = "; each rank is cached apart" if C.enabled() else ""
+    click.echo(f"cgprof: note: {path}: read rank by rank ({ranks} ranks, one at a time): "
+               f"its whole analysis would hold ~{need / 1e9:.1f} GB, above the memory cap "
+               f"{E.memory_limit()}{cached}", err=True)
+
+
 def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--no-cache`` and ``--memory-limit SIZE`` to a command."""
 
