@@ -302,13 +302,9 @@ class Source:
         return pd.DataFrame({"pid": pairs[:, 0].astype(np.int64),
                              "device_id": pairs[:, 1].astype(np.int64)})
 
-    def _pid_devices(self, table: str) -> Any:
+    def _pid_devices(self, table: str) -> Any:  # pragma: no cover
         """(n, 2) int64 array of the distinct (pid, deviceId) pairs, sorted."""
-        import numpy as np
-
-        tbl = self._read(table, ["globalPid", "deviceId"])
-        return np.unique(np.concatenate([np.zeros((0, 2), dtype=np.int64)] + [
-            _batch_pairs(b) for b in tbl.to_batches()]), axis=0)
+        raise NotImplementedError
 
     def _where(self, table: str, columns: list[str]) -> str:
         """The SQL condition of :attr:`pid_filter` on ``table`` ("" when none applies)."""
@@ -516,9 +512,6 @@ class SqliteSource(Source):
         except duckdb.Error as exc:
             # e.g. text in an INTEGER column; trace.load names the cell to blame.
             raise UnreadableTable(table, _one_line(exc)) from None
-
-    def row_count(self, table: str) -> int | None:
-        return self._batch_rows(table) if table in self.tables else 0
 
     def _pid_devices(self, table: str) -> Any:
         import numpy as np
@@ -824,21 +817,10 @@ class DirSource(Source):
         import numpy as np
 
         f = self._file(self.path, table)
-        cols = ["globalPid", "deviceId"]
         seen = [np.zeros((0, 2), dtype=np.int64)]
         try:
-            if self.suffix == ".arrow":
-                with _open_ipc(f) as reader:
-                    batches = [b.select(cols) for b in _batches(reader)]
-            else:
-                import pyarrow.parquet as pq
-
-                with pq.ParquetFile(f) as pf:
-                    batches = pf.iter_batches(batch_size=_DEFAULT_BATCH, columns=cols)
-                    for b in batches:
-                        seen.append(_batch_pairs(b))
-                    batches = []
-            seen.extend(_batch_pairs(b) for b in batches)
+            with self._batches(f, ["globalPid", "deviceId"]) as (_, batches):
+                seen.extend(_batch_pairs(b) for b in batches)
         except Exception as exc:
             raise TraceError(f"{f}: cannot read as {self.kind} table ({_one_line(exc)})") from None
         return np.unique(np.concatenate(seen), axis=0)
@@ -849,25 +831,29 @@ class DirSource(Source):
         import pyarrow as pa
 
         assert self.pid_filter is not None
-        kept = []
         none = self.pid_filter.none_of(f.name[: -len(self.suffix)])
+        with self._batches(f, columns) as (schema, batches):
+            kept = [] if none else [
+                b.filter(pa.array(self.pid_filter.mask(b.column(col)))) for b in batches]
+        return pa.Table.from_batches(kept, schema=schema)
+
+    @contextlib.contextmanager
+    def _batches(self, f: Path, columns: list[str]) -> Any:
+        """(schema of ``columns``, their record batches) of the table file ``f``, read a
+        batch at a time (Arrow IPC: as written; Parquet: :data:`_DEFAULT_BATCH` rows)."""
+        import pyarrow as pa
+
         if self.suffix == ".arrow":
             with _open_ipc(f) as reader:
-                schema = reader.schema
-                for batch in () if none else _batches(reader):
-                    batch = batch.select(columns)
-                    kept.append(batch.filter(pa.array(self.pid_filter.mask(batch.column(col)))))
-            schema = pa.schema([schema.field(c) for c in columns])
-        else:
-            import pyarrow.parquet as pq
+                schema = pa.schema([reader.schema.field(c) for c in columns])
+                yield schema, (b.select(columns) for b in _batches(reader))
+            return
+        import pyarrow.parquet as pq
 
-            with pq.ParquetFile(f) as pf:
-                schema = pa.schema([pf.schema_arrow.field(c) for c in columns])
-                batches = () if none else pf.iter_batches(
-                    batch_size=_DEFAULT_BATCH, columns=columns, use_threads=threads() > 1)
-                for batch in batches:
-                    kept.append(batch.filter(pa.array(self.pid_filter.mask(batch.column(col)))))
-        return pa.Table.from_batches(kept, schema=schema)
+        with pq.ParquetFile(f) as pf:
+            schema = pa.schema([pf.schema_arrow.field(c) for c in columns])
+            yield schema, pf.iter_batches(batch_size=_DEFAULT_BATCH, columns=columns,
+                                          use_threads=threads() > 1)
 
 
 def _batch_pairs(batch: Any) -> Any:

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.errors import AnalysisError
-from cgprof.trace import DERIVED, GPU_TABLES, Trace, gpu_pids
+from cgprof.trace import DERIVED, Trace, device_ids, gpu_pids, used_gpus
 
 __all__ = [
     "Rank", "RankHead", "RankResult", "RanksResult", "CrossRank", "OtherProcesses",
@@ -55,7 +55,6 @@ RANK_MARKER_PREFIX = "rank "
 #: are ``ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)``, ``ncclKernel_...`` and the like.
 COLLECTIVE_TEXT = "nccl"
 
-_GPU_TABLES = GPU_TABLES
 _PID_TABLES = ("kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx",
                "threads")
 
@@ -137,18 +136,6 @@ def rank_marker(trace: Trace, pid: int | None = None) -> int | None:
     return int(sel["payload"].iloc[0]) if len(sel) else None
 
 
-def device_ids(trace: Trace, pid: int | None = None) -> tuple[int, ...]:
-    """GPUs the process ran work on (all processes when pid is None), ascending."""
-    devs: set[int] = set()
-    for name in _GPU_TABLES:
-        df = _held(trace, name)
-        if pid is not None:
-            df = df[df["pid"] == pid]
-        if len(df):
-            devs.update(int(d) for d in pd.unique(df["device_id"]))
-    return tuple(sorted(devs))
-
-
 def sub_trace(trace: Trace, pid: int) -> Trace:
     """The trace of one process: every table filtered to ``pid``; GPUs to those it used.
 
@@ -158,11 +145,7 @@ def sub_trace(trace: Trace, pid: int) -> Trace:
     for name in _PID_TABLES:
         df = _held(trace, name)
         parts[name] = df[(df["pid"] == pid).to_numpy(dtype=bool)].reset_index(drop=True)
-    used = device_ids(trace, pid)
-    gpus = trace.gpus
-    if used and gpus["device_id"].isin(used).any():
-        gpus = gpus[gpus["device_id"].isin(used)].reset_index(drop=True)
-    sub = dataclasses.replace(trace, gpus=gpus, **parts)
+    sub = dataclasses.replace(trace, gpus=used_gpus(trace, pid), **parts)
     sub.hold_like(trace)
     return sub
 

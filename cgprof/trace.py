@@ -378,6 +378,28 @@ def share_constants(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def device_ids(trace: Trace, pid: int | None = None) -> tuple[int, ...]:
+    """GPUs the process ran work on (all processes when pid is None), ascending."""
+    devs: set[int] = set()
+    for name in GPU_TABLES:
+        df = trace.stored(name) if name in DERIVED else getattr(trace, name)
+        if pid is not None:
+            df = df[df["pid"] == pid]
+        if len(df):
+            devs.update(int(d) for d in pd.unique(df["device_id"]))
+    return tuple(sorted(devs))
+
+
+def used_gpus(trace: Trace, pid: int | None = None) -> pd.DataFrame:
+    """``trace.gpus`` cut to the GPUs the process (every process when pid is None) ran
+    work on; all of them when none of those is listed (a rank's trace: cgprof.ranks)."""
+    used = device_ids(trace, pid)
+    gpus = trace.gpus
+    if used and gpus["device_id"].isin(used).any():
+        gpus = gpus[gpus["device_id"].isin(used)].reset_index(drop=True)
+    return gpus
+
+
 def gpu_pids(trace: Trace) -> list[int]:
     """Process ids that have GPU rows (kernels, copies, memsets, graph replays), ascending:
     more than one, and ``cgprof analyze`` reads the trace rank by rank (cgprof.ranks)."""
@@ -985,14 +1007,7 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
                                                                                 tables),
                              part=part, spill=spill)
     if keep:
-        used: set[int] = set()
-        for name in GPU_TABLES:
-            df = trace.stored(name) if name in DERIVED else getattr(trace, name)
-            if len(df):
-                used.update(int(d) for d in pd.unique(df["device_id"]))
-        gpus = trace.gpus
-        if used and gpus["device_id"].isin(sorted(used)).any():
-            trace.gpus = gpus[gpus["device_id"].isin(sorted(used))].reset_index(drop=True)
+        trace.gpus = used_gpus(trace)
     _release_arrow(len(trace.stored("kernels")) + len(trace.stored("runtime")))
     return trace
 
@@ -1021,23 +1036,6 @@ def _checked_part(trace: Trace, path: Path, keep: bool) -> None:
         _checked(trace, path, part=True)
     else:
         trace.shed()
-
-
-def activity_rows(path: str | Path) -> int | None:
-    """Kernel + CUDA API rows of the trace at ``path`` (an SQLite export or nsys's columnar
-    export), read off the files without a scan; None when they do not say."""
-    src = open_source(Path(path))
-    try:
-        total = 0
-        for table in (S.KERNEL, S.RUNTIME):
-            if table in src.tables:
-                n = src.row_count(table)
-                if n is None:
-                    return None
-                total += n
-        return total
-    finally:
-        src.close()
 
 
 def spill_processes(path: str | Path, folder: Path) -> E.Spill | None:
