@@ -22,6 +22,7 @@ All durations are integer nanoseconds (``*_ns``); shares are percentages (``*_pc
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 import weakref
@@ -36,7 +37,7 @@ from cgprof.metrics import AnalysisResult
 from cgprof.metrics.coverage import call_steps_of, step_positions
 from cgprof.metrics.intervals import counts_by_code, sums_by_code
 from cgprof.metrics.launches import FAMILIES, api_calls
-from cgprof.trace import Trace
+from cgprof.trace import Trace, column
 
 __all__ = [
     "DiffResult", "RunView", "diff", "view", "parse_steps", "parse_labels", "parse_modes",
@@ -99,7 +100,8 @@ class RunView:
     first: int
     stop: int
     total_steps: int
-    gaps: pd.DataFrame
+    #: what :attr:`gaps` is made of when first read (:class:`_WindowGaps`)
+    window_gaps: _WindowGaps
     replays: pd.DataFrame
     families: pd.DataFrame
     kernels: pd.DataFrame
@@ -107,6 +109,13 @@ class RunView:
     gap_hist: pd.DataFrame
     headline: dict[str, Any]
     left_out: int = 0
+
+    @functools.cached_property
+    def gaps(self) -> pd.DataFrame:
+        """The window's gaps (see the class doc), made on first read: no report reads
+        them (the view's histogram is made from ``result.step_gaps`` directly), and a copy
+        per view of a 10M-gap trace is ~0.6 GB while a page's views are alive together."""
+        return self.window_gaps.frame()
 
     @property
     def start_ns(self) -> int:
@@ -346,8 +355,10 @@ def cached_api_calls(trace: Trace) -> pd.DataFrame:
     """:func:`cgprof.metrics.launches.api_calls` of ``trace``, computed once per trace object.
 
     Several windows of one trace (and its timeline) need the calls with their launch family;
-    on a trace with a million calls classifying them takes about a second each time."""
-    return _once(trace, ("api_calls",), lambda: api_calls(trace))
+    on a trace with a million calls classifying them takes about a second each time. Without
+    the columns the trace derives (``tid``, ``dur_ns``; read them with
+    :func:`cgprof.trace.column`): the frame lives as long as the trace (10M calls: 160 MB)."""
+    return _once(trace, ("api_calls",), lambda: api_calls(trace, derived=False))
 
 
 def view(
@@ -397,9 +408,7 @@ def view(
     # Gaps whose start lies in the union of the window steps' extents.
     starts = st["start_ns"].to_numpy(np.int64)
     ext_cummax = np.maximum.accumulate(st["extent_end_ns"].to_numpy(np.int64))
-    gaps = result.step_gaps
-    gpos = _assign(starts, ext_cummax, gaps["start_ns"].to_numpy(np.int64))
-    wgaps = gaps[gpos >= 0].assign(step=step_ids[gpos[gpos >= 0]]).reset_index(drop=True)
+    wgaps = _WindowGaps(result.step_gaps, starts, ext_cummax, step_ids)
 
     # Each frame's rows whose (pid, corr_id) is a window step's call, with that step: what
     # an inner merge with the window's call_steps gives (call_steps holds each pair once),
@@ -410,20 +419,22 @@ def view(
 
     hidden = st["kernels"].isna().to_numpy(dtype=bool)
     visible_steps = step_ids[~hidden]
-    kernels = result.trace.kernels
+    kernels = result.trace.stored("kernels")  # dur_ns made below, for the table only
     kern = _step_rows(_steps_of(result, "kernels", kernels), visible_steps)
-    kt = _kernel_table(kernels["name"], kernels["dur_ns"], kern, len(visible_steps))
+    kt = _kernel_table(kernels["name"], _series(column(kernels, "dur_ns")), kern,
+                       len(visible_steps))
 
     calls = cached_api_calls(result.trace)
     rows = _step_rows(_steps_of(result, "calls", calls), step_ids)
     rows &= ~calls["in_capture"].to_numpy(dtype=bool)
     fam_rows = []
-    for f, n_calls, host_ns in _per_family(calls["family"], calls["dur_ns"], rows):
+    for f, n_calls, host_ns in _per_family(calls["family"], _series(column(calls, "dur_ns")),
+                                           rows):
         fam_rows.append({"family": f, "calls": n_calls, "calls_per_step": n_calls / len(st),
                          "host_ns": host_ns})
     families = pd.DataFrame(fam_rows, columns=["family", "calls", "calls_per_step", "host_ns"])
 
-    hist = _gap_hist(wgaps)
+    hist = wgaps.histogram()
 
     comp = rep["compactness"].astype("Float64").dropna() if len(rep) else pd.Series([])
     modes = sorted(set(st["mode"]))
@@ -446,9 +457,13 @@ def view(
         "graph_trace_mode": result.info["graph_trace_mode"],
     }
     return RunView(label=label, result=result, steps=st, mode=mode, first=first, stop=stop,
-                   total_steps=total, gaps=wgaps, replays=rep, families=families, kernels=kt,
+                   total_steps=total, window_gaps=wgaps, replays=rep, families=families, kernels=kt,
                    hidden_steps=int(hidden.sum()), gap_hist=hist, headline=headline,
                    left_out=left_out)
+
+
+def _series(a: np.ndarray) -> pd.Series:
+    return pd.Series(a, copy=False)
 
 
 def _launched_in(result: AnalysisResult, name: str, df: pd.DataFrame,
@@ -531,10 +546,37 @@ def _per_family(family: pd.Series, dur: pd.Series,
     return [(f, *per[f]) for f in FAMILIES if f in per]
 
 
-def _gap_hist(gaps: pd.DataFrame) -> pd.DataFrame:
+@dataclass(frozen=True, eq=False)
+class _WindowGaps:
+    """The rows of ``source`` (a result's ``step_gaps``) that start inside a window step's
+    extent (:func:`_assign` of the steps' ``starts`` and ``ext_cummax``), with the ``step``
+    of ``step_ids`` that holds each: :attr:`RunView.gaps`, made only when read."""
+
+    source: pd.DataFrame
+    starts: np.ndarray
+    ext_cummax: np.ndarray
+    step_ids: np.ndarray
+
+    def _positions(self) -> np.ndarray:
+        return _assign(self.starts, self.ext_cummax,
+                       self.source["start_ns"].to_numpy(np.int64))
+
+    def frame(self) -> pd.DataFrame:
+        pos = self._positions()
+        keep = pos >= 0
+        return self.source[keep].assign(step=self.step_ids[pos[keep]]).reset_index(drop=True)
+
+    def histogram(self) -> pd.DataFrame:
+        """The histogram of :meth:`frame`'s gaps (window edges left out), from the two
+        columns of the source it reads."""
+        g = self.source
+        inner = (self._positions() >= 0) & (g["kind"] != "window_edge").to_numpy(dtype=bool)
+        return _hist_of(g["gap_ns"].to_numpy(dtype=np.float64)[inner])
+
+
+def _hist_of(v: np.ndarray) -> pd.DataFrame:
+    """Gap lengths ``v`` (ns, float64) binned on GAP_BIN_EDGES_US."""
     edges = np.array(GAP_BIN_EDGES_US, dtype=np.float64)
-    inner = (gaps["kind"] != "window_edge").to_numpy(dtype=bool)
-    v = gaps["gap_ns"].to_numpy(dtype=np.float64)[inner]
     b = np.clip(np.searchsorted(edges, v / 1000.0, "right") - 1, 0, len(edges) - 2)
     count = np.bincount(b, minlength=len(edges) - 1)
     total = np.bincount(b, weights=v, minlength=len(edges) - 1)

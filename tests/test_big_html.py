@@ -13,6 +13,7 @@ import pytest
 
 import cgprof
 from cgprof.report import figures as F
+from cgprof.trace import column
 
 D = importlib.import_module("cgprof.diff")
 TRACES = Path(__file__).resolve().parents[1] / "traces"
@@ -60,6 +61,7 @@ def test_host_threads_are_the_busiest_ties_lower_first():
 def test_launched_in_is_the_inner_merge(result):
     cs = result.steps.call_steps
     calls = D.cached_api_calls(result.trace)
+    calls = calls.assign(dur_ns=column(calls, "dur_ns"))
     steps = cs["step"].unique()
     for pick in (steps, steps[::2], steps[:1], np.array([], dtype=np.int64)):
         window = cs[cs["step"].isin(pick)]
@@ -103,6 +105,8 @@ def test_kernel_table_is_the_merge_and_groupbys(result, as_object):
 @pytest.mark.parametrize("as_object", [False, True])
 def test_per_family_is_the_groupby(result, as_object):
     calls = D.cached_api_calls(result.trace)
+    assert "dur_ns" not in calls and "tid" not in calls  # derived where read: memory
+    calls = calls.assign(dur_ns=column(calls, "dur_ns"))
     fam = calls["family"].astype(object) if as_object else calls["family"]
     per = calls.groupby(calls["family"].astype(object), sort=False)["dur_ns"].agg(
         ["size", "sum"])

@@ -324,6 +324,31 @@ def test_identity_diff_on_every_trace(path, analysed):
     assert list(every.steps["base_step"]) == list(st["step"])
 
 
+@pytest.mark.parametrize("path", ALL_TRACES, ids=[p.name for p in ALL_TRACES])
+def test_window_gaps_made_when_read(path, analysed):
+    """A view's gaps are made only when read (a report reads only their histogram): the
+    same rows as selecting them at once, and the same histogram as binning those rows."""
+    r = analysed(path)
+    for mode in (None, "all"):
+        v = view(r, mode=mode)
+        assert "gaps" not in v.__dict__  # not made yet: the view and its histogram did not
+        g = r.step_gaps
+        ext = np.maximum.accumulate(v.steps["extent_end_ns"].to_numpy(np.int64))
+        t = g["start_ns"].to_numpy(np.int64)
+        j = np.searchsorted(v.steps["start_ns"].to_numpy(np.int64), t, "right") - 1
+        inside = (j >= 0) & (t < ext[np.maximum(j, 0)])
+        want = g[inside].assign(step=v.steps["step"].to_numpy()[j[inside]]).reset_index(
+            drop=True)
+        pd.testing.assert_frame_equal(v.gaps, want)
+        assert v.gaps is v.gaps  # made once
+        inner = want[want["kind"].astype(str) != "window_edge"]["gap_ns"].to_numpy(np.float64)
+        edges = np.array(GAP_BIN_EDGES_US)
+        b = np.clip(np.searchsorted(edges, inner / 1000.0, "right") - 1, 0, len(edges) - 2)
+        assert list(v.gap_hist["count"]) == list(np.bincount(b, minlength=len(edges) - 1))
+        total = np.bincount(b, weights=inner, minlength=len(edges) - 1).astype(np.int64)
+        assert list(v.gap_hist["total_ns"]) == list(total)
+
+
 #: Eager traces recorded with cudnn.benchmark on (make_traces.sh): their graphed twin may use
 #: other convolution kernels.
 AUTOTUNED = {"resnet18_infer_eager"}

@@ -34,6 +34,7 @@ import plotly.graph_objects as go
 
 from cgprof.diff import DiffResult, RunView, cached_api_calls
 from cgprof.metrics.summaries import nvtx_ranges
+from cgprof.trace import column
 
 __all__ = [
     "DEFAULT_MAX_EVENTS", "DrawWindow", "draw_window", "timeline", "step_times",
@@ -147,7 +148,7 @@ def _event_starts(v: RunView, t0: int, t1: int) -> list[np.ndarray]:
         df = src() if callable(src) else src
         hit = _overlapping(df, t0, t1)
         if name == "calls" and hit.any():  # the busiest threads' rows only
-            tid = df["tid"].to_numpy(np.int64)
+            tid = column(df, "tid").astype(np.int64, copy=False)
             hit &= np.isin(tid, _host_threads(tid[hit]))
         starts = df["start_ns"].to_numpy(np.int64)[hit]
         out.append(starts if _ascending(starts) else np.sort(starts))
@@ -191,6 +192,7 @@ def _events(v: RunView, t0: int, t1: int) -> pd.DataFrame:
 
     calls = clip(src["calls"]())
     if len(calls):
+        calls = calls.assign(tid=column(calls, "tid")) if "tid" not in calls else calls
         keep = _host_threads(calls["tid"].to_numpy(np.int64))
         calls = calls[calls["tid"].isin(keep)]
         tnames = dict(zip(tr.threads["tid"], tr.threads["name"], strict=False)) if len(
