@@ -58,6 +58,29 @@ def test_host_threads_are_the_busiest_ties_lower_first():
     assert F._host_threads(tid) == ref
 
 
+def _plain_busiest(calls: pd.DataFrame, hit: np.ndarray) -> np.ndarray:
+    tid = column(calls, "tid").astype(np.int64, copy=False)
+    return np.isin(tid, F._host_threads(tid[hit]))
+
+
+def test_busiest_rows_through_thread_categories():
+    """The busiest threads' rows picked through a categorical global_tid's categories equal
+    the plain pick: ranking ties, one tid number in two processes, masks that leave
+    threads out."""
+    rng = np.random.default_rng(7)
+    pids = np.array([100, 200])
+    tids = np.arange(1, 3 * F.MAX_HOST_ROWS)
+    gtid = (pids[rng.integers(0, 2, 5000)] << 24) | tids[rng.integers(0, len(tids), 5000)]
+    gtid[:40] = (100 << 24) | 9999  # a busy thread, 40 calls
+    gtid[40:80] = (200 << 24) | 9999  # the same tid number in another process
+    for frame in (pd.DataFrame({"global_tid": gtid}),
+                  pd.DataFrame({"global_tid": pd.Categorical(gtid)})):
+        for hit in (np.ones(5000, bool), rng.random(5000) < 0.3, np.arange(5000) < 60,
+                    np.arange(5000) >= 4990):
+            got = F._busiest_rows(frame, hit)
+            assert np.array_equal(got, _plain_busiest(pd.DataFrame({"global_tid": gtid}), hit))
+
+
 def test_launched_in_is_the_inner_merge(result):
     cs = result.steps.call_steps
     calls = D.cached_api_calls(result.trace)
