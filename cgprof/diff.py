@@ -22,6 +22,7 @@ All durations are integer nanoseconds (``*_ns``); shares are percentages (``*_pc
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import types
@@ -100,8 +101,9 @@ class RunView:
     first: int
     stop: int
     total_steps: int
-    #: what :attr:`gaps` is made of when first read (:class:`_WindowGaps`)
-    window_gaps: _WindowGaps
+    #: what :attr:`gaps` is made of when first read (:class:`_WindowGaps`; None: not kept,
+    #: :meth:`without_events`)
+    window_gaps: _WindowGaps | None
     replays: pd.DataFrame
     families: pd.DataFrame
     kernels: pd.DataFrame
@@ -115,6 +117,9 @@ class RunView:
         """The window's gaps (see the class doc), made on first read: no report reads
         them (the view's histogram is made from ``result.step_gaps`` directly), and a copy
         per view of a 10M-gap trace is ~0.6 GB while a page's views are alive together."""
+        if self.window_gaps is None:
+            raise CgprofError(f"{self.label}: the view was made without its events "
+                              "(RunView.without_events): its gaps are not kept")
         return self.window_gaps.frame()
 
     @property
@@ -129,6 +134,17 @@ class RunView:
     @property
     def path(self) -> str:
         return str(self.result.info["path"])
+
+    def without_events(self) -> RunView:
+        """This view without the analysis's events and per-row tables (the trace, its gap
+        tables, each call's step): what a text or JSON diff reads of it stays (the view's
+        own tables, the analysis's facts and step table). A diff of two big traces then
+        holds one analysis at a time, not two (cgprof diff without -o: 10M kernels each,
+        ~1.7 GB less); a timeline (the HTML page) and :attr:`gaps` need the events."""
+        facts = _Facts(info=self.result.info,
+                       steps=_StepFacts(steps=self.result.steps.steps,
+                                        rule=self.result.steps.rule))
+        return dataclasses.replace(self, result=facts, window_gaps=None)
 
     def describe(self) -> str:
         """"steps 0-19 of 40 (eager only)" for notes and headers."""
@@ -546,6 +562,23 @@ def _per_family(family: pd.Series, dur: pd.Series,
     return [(f, *per[f]) for f in FAMILIES if f in per]
 
 
+@dataclass(frozen=True)
+class _StepFacts:
+    """What a text or JSON diff reads of a :class:`~cgprof.metrics.steps.StepResult`."""
+
+    steps: pd.DataFrame
+    rule: Any
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What a text or JSON diff reads of an :class:`AnalysisResult` (its ``info`` and its
+    steps): a view's ``result`` after :meth:`RunView.without_events`."""
+
+    info: dict[str, Any]
+    steps: _StepFacts
+
+
 @dataclass(frozen=True, eq=False)
 class _WindowGaps:
     """The rows of ``source`` (a result's ``step_gaps``) that start inside a window step's
@@ -602,13 +635,28 @@ def diff(
     "all", "eager", "graph", "warmup", "capture"), e.g. ("eager", "graph") to compare the eager
     and graphed steps of one trace. Raises AnalysisError when a window holds no steps.
     """
+    (la, sa, ma), (lb, sb, mb) = windows(labels, steps, modes)
+    return compare(view(baseline, la, sa, ma), view(candidate, lb, sb, mb))
+
+
+def windows(labels: tuple[str, str] = ("baseline", "candidate"),
+            steps: slice | tuple[slice | None, slice | None] | None = None,
+            modes: tuple[str | None, str | None] | None = None,
+            ) -> tuple[tuple[str, slice | None, str | None], tuple[str, slice | None, str | None]]:
+    """:func:`diff`'s options per run: (label, steps, mode) of the baseline and of the
+    candidate, what :func:`view` of each takes. Raises CgprofError when the labels are
+    the same."""
     labels = (str(labels[0]), str(labels[1]))
     if labels[0] == labels[1]:
         raise CgprofError(f"labels must differ (both are {labels[0]!r})")
     sa, sb = steps if isinstance(steps, tuple) else (steps, steps)
     ma, mb = modes if modes is not None else (None, None)
-    a = view(baseline, labels[0], sa, ma)
-    b = view(candidate, labels[1], sb, mb)
+    return (labels[0], sa, ma), (labels[1], sb, mb)
+
+
+def compare(a: RunView, b: RunView) -> DiffResult:
+    """The :class:`DiffResult` of two views (:func:`view`; :func:`diff` is both steps)."""
+    labels = (a.label, b.label)
     ha, hb = a.headline, b.headline
     speedup = (ha["step_p50_ns"] / hb["step_p50_ns"]
                if ha["step_p50_ns"] and hb["step_p50_ns"] else None)

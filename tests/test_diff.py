@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -467,6 +468,83 @@ def test_cli_missing_trace(tmp_path):
     res = _run(str(tmp_path / "nope.sqlite"), str(GRAPHTRACE))
     assert res.exit_code == 1
     assert res.output == f"Error: {tmp_path / 'nope.sqlite'}: no such file\n"
+
+
+#: The pairs of one process each (the DDP pairs are compared rank by rank: test_ranks).
+_ONE_PROCESS = [(a, b) for a, b in _pairs() if not a.stem.startswith("ddp_")]
+
+
+@pytest.mark.parametrize("pair", _ONE_PROCESS, ids=[f"{a.stem}-vs-{b.stem}"
+                                                      for a, b in _ONE_PROCESS])
+@pytest.mark.parametrize("opts", [(), ("--steps", "2:7,0:4"), ("--mode", "all,graph")])
+def test_cli_diff_is_the_library_diff(pair, opts, analysed):
+    """Without -o the command makes the baseline's view before it analyses the candidate
+    and keeps no events of it (RunView.without_events): its table and JSON are still those
+    of cgprof.diff on the two whole analyses."""
+    from cgprof.diff import parse_modes, parse_steps
+    from cgprof.report import diff_text
+
+    a, b = (str(p) for p in pair)
+    kw = dict(zip(opts[::2], opts[1::2], strict=True))
+    d = cgprof.diff(analysed(pair[0]), analysed(pair[1]),
+                    steps=parse_steps(kw.get("--steps")), modes=parse_modes(kw.get("--mode")))
+    if kw.get("--mode"):  # the command labels the runs by their modes
+        d = cgprof.diff(analysed(pair[0]), analysed(pair[1]), labels=("all", "graph"),
+                        steps=parse_steps(kw.get("--steps")),
+                        modes=parse_modes(kw.get("--mode")))
+    res = _run(a, b, *opts, "--json", "-")
+    assert res.exit_code == 0, res.output
+    assert res.output == diff_text.render_json(d)
+    res = _run(a, b, *opts)
+    assert res.exit_code == 0, res.output
+    assert res.output == diff_text.render(d)
+
+
+def test_cli_diff_holds_one_analysis_at_a_time(monkeypatch):
+    """The baseline's analysis is let go before the candidate's starts (a spy on the
+    command's analyses: the real ones run); with -o both are kept for the timeline."""
+    import gc
+    import weakref
+
+    import cgprof.commands.diff as C
+
+    real, seen, alive_at_second = C._run, [], []
+
+    def spy(*args, **kwargs):
+        if seen:
+            gc.collect()
+            alive_at_second.append(seen[0]() is not None)
+        out = real(*args, **kwargs)
+        seen.append(weakref.ref(out))
+        return out
+
+    monkeypatch.setattr(C, "_run", spy)
+    assert _run(str(EAGER), str(GRAPHED), "--json", "-").exit_code == 0
+    assert alive_at_second == [False]
+    seen.clear(), alive_at_second.clear()
+    page = Path(tempfile.mkdtemp()) / "d.html"
+    assert _run(str(EAGER), str(GRAPHED), "-o", str(page)).exit_code == 0
+    assert alive_at_second == [True]
+
+
+def test_cli_view_error_after_both_analyses(tmp_path):
+    """A baseline whose window is empty is reported as before: after the candidate's
+    analysis, so that a broken candidate is named first."""
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"not a database")
+    res = _run(str(EAGER), str(GRAPHED), "--mode", "capture,graph")
+    assert res.output == (f"Error: capture ({EAGER}): no capture steps (step modes here: "
+                          "eager, warmup)\n")
+    assert res.exit_code == 1
+    res = _run(str(EAGER), str(bad), "--mode", "capture,graph")
+    assert res.exit_code == 1 and res.output.startswith(f"Error: {bad}"), res.output
+
+
+def test_view_without_events_keeps_no_gaps(eager_vs_graph):
+    v = eager_vs_graph.baseline.without_events()
+    assert v.headline == eager_vs_graph.baseline.headline
+    with pytest.raises(CgprofError, match="without its events"):
+        v.gaps  # noqa: B018
 
 
 def test_view_columns_documented(eager_vs_graph):

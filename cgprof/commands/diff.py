@@ -1,7 +1,8 @@
 """`cgprof diff BASELINE CANDIDATE`: two runs compared step by step (table, JSON, HTML).
 
 A thin skin over :func:`cgprof.diff.diff`: parse the options, analyse both traces (once when
-the same file is given twice), make the one library call, render. `CgprofError` becomes one
+the same file is given twice), view and compare them (what :func:`cgprof.diff.diff` does,
+the baseline's view made before the candidate is analysed), render. `CgprofError` becomes one
 line, no traceback.
 """
 
@@ -126,11 +127,12 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
 
     with heavy_imports():
         from cgprof import metrics  # noqa: F401  (what every analysis runs)
-        from cgprof.diff import diff, parse_labels, parse_modes, parse_steps
+        from cgprof.diff import compare, parse_labels, parse_modes, parse_steps, view
+        from cgprof.diff import windows as run_windows
         from cgprof.report import diff_text
 
     try:
-        windows = parse_steps(steps)
+        step_windows = parse_steps(steps)
         modes = parse_modes(mode)
         names = parse_labels(labels)
         if names is None:
@@ -142,12 +144,26 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
                    if p is not None]
         for p in outputs:
             check_writable(p, force)
+        run_a, run_b = run_windows(names, step_windows, modes)
         same = Path(baseline).resolve() == Path(candidate).resolve()
         base = _run(baseline, step, skip, jobs, rank)
+        # Without -o the diff reads the runs' views only: the baseline's is made before the
+        # candidate is analysed and keeps none of its analysis's events, so that one big
+        # analysis is held at a time (RunView.without_events). A view that fails is
+        # reported after the candidate's analysis, where diff() would report it.
+        early = None
+        if html_out is None and not same and not hasattr(base, "cross"):
+            try:
+                early = view(base, *run_a).without_events()
+            except CgprofError as exc:
+                early = exc
+            base = None
         cand = base if same else _run(candidate, step, skip, jobs, rank)
         if hasattr(base, "cross") or hasattr(cand, "cross"):
             from cgprof.ranks import as_ranks, diff_ranks
 
+            if base is None:  # let go above: analysed again (read from its cache entry)
+                base = _run(baseline, step, skip, jobs, rank)
             if html_out is not None or steps is not None or mode is not None:
                 raise CgprofError("multi-rank runs are compared rank by rank on their "
                                   "steady-state steps; -o, --steps and --mode compare two "
@@ -161,7 +177,10 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
                     write_atomic(Path(json_out), diff_text.render_ranks_json(rd), force)
                     click.echo(f"wrote {json_out}")
             return
-        result = diff(base, cand, labels=names, steps=windows, modes=modes)
+        if isinstance(early, CgprofError):
+            raise early
+        result = compare(early if early is not None else view(base, *run_a),
+                         view(cand, *run_b))
         if json_out == "-":
             click.echo(diff_text.render_json(result), nl=False)
         else:
