@@ -354,16 +354,23 @@ def _assign(starts: np.ndarray, ext_cummax: np.ndarray, t: np.ndarray) -> np.nda
 _MADE: dict[tuple[Any, ...], tuple[weakref.ref, Any]] = {}
 
 
+def _forget(key: tuple[Any, ...], ref: weakref.ref) -> None:
+    hit = _MADE.get(key)
+    if hit is not None and hit[0] is ref:  # not a later object's, made at the same address
+        del _MADE[key]
+
+
 def _once(owner: Any, what: tuple[Any, ...], make: Any) -> Any:
-    """``make()`` once per live ``owner`` object and ``what``; forgotten with the object."""
+    """``make()`` once per live ``owner`` object and ``what``; forgotten when the object is
+    (a weak reference's callback: a diff that lets the baseline's analysis go before the
+    candidate's frees what was made of it, 10M kernels: ~0.5 GB)."""
     key = (id(owner), *what)
     hit = _MADE.get(key)
     if hit is not None and hit[0]() is owner:
         return hit[1]
-    for k in [k for k, (ref, _) in _MADE.items() if ref() is None]:
-        del _MADE[k]
     value = make()
-    _MADE[key] = (weakref.ref(owner), value)
+    ref = weakref.ref(owner, lambda r, key=key: _forget(key, r))
+    _MADE[key] = (ref, value)
     return value
 
 

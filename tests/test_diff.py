@@ -501,8 +501,9 @@ def test_cli_diff_is_the_library_diff(pair, opts, analysed):
 
 
 def test_cli_diff_holds_one_analysis_at_a_time(monkeypatch):
-    """The baseline's analysis is let go before the candidate's starts (a spy on the
-    command's analyses: the real ones run); with -o both are kept for the timeline."""
+    """The baseline's analysis is let go before the candidate's starts, and the candidate's
+    before the tables are rendered (spies on the command's analyses and rendering: the
+    real ones run); with -o both are kept for the timeline."""
     import gc
     import weakref
 
@@ -518,9 +519,20 @@ def test_cli_diff_holds_one_analysis_at_a_time(monkeypatch):
         seen.append(weakref.ref(out))
         return out
 
+    from cgprof.report import diff_text
+
+    real_render, alive_at_render = diff_text.render_json, []
+
+    def render_spy(d):
+        gc.collect()
+        alive_at_render.append([r() is not None for r in seen])
+        return real_render(d)
+
     monkeypatch.setattr(C, "_run", spy)
+    monkeypatch.setattr(diff_text, "render_json", render_spy)
     assert _run(str(EAGER), str(GRAPHED), "--json", "-").exit_code == 0
     assert alive_at_second == [False]
+    assert alive_at_render == [[False, False]]  # the candidate's too, before rendering
     seen.clear(), alive_at_second.clear()
     page = Path(tempfile.mkdtemp()) / "d.html"
     assert _run(str(EAGER), str(GRAPHED), "-o", str(page)).exit_code == 0

@@ -8,13 +8,51 @@ line, no traceback.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
 from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import engine_options, note_apart
 from cgprof.errors import CgprofError
+
+
+@dataclass
+class _Apart:
+    """A run's view without its analysis's events (RunView.without_events), or the error
+    its view raised, and the analysis's rows (kernels + API calls)."""
+
+    made: Any
+    rows: int
+
+    def view(self) -> Any:
+        if isinstance(self.made, CgprofError):
+            raise self.made
+        return self.made
+
+
+def _view_apart(result, run: tuple) -> _Apart:
+    from cgprof.diff import view
+
+    try:
+        made = view(result, *run).without_events()
+    except CgprofError as exc:  # reported where diff() would: after both analyses
+        made = exc
+    return _Apart(made, int(result.info["kernels"]) + int(result.info["api_calls"]))
+
+
+def _give_back(apart: _Apart) -> None:
+    """Give the memory of an analysis no one holds any more back to the OS before the next
+    step: its reference cycles, the pages Arrow's pool and the C heap keep
+    (cgprof.engine.release_memory, from 4M rows on)."""
+    import gc
+
+    from cgprof.engine import release_memory
+
+    gc.collect()
+    release_memory(apart.rows)
 
 
 def _run(path: Path, step, skip, jobs, rank=None):
@@ -153,11 +191,9 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
         # reported after the candidate's analysis, where diff() would report it.
         early = None
         if html_out is None and not same and not hasattr(base, "cross"):
-            try:
-                early = view(base, *run_a).without_events()
-            except CgprofError as exc:
-                early = exc
+            early = _view_apart(base, run_a)
             base = None
+            _give_back(early)
         cand = base if same else _run(candidate, step, skip, jobs, rank)
         if hasattr(base, "cross") or hasattr(cand, "cross"):
             from cgprof.ranks import as_ranks, diff_ranks
@@ -177,10 +213,13 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
                     write_atomic(Path(json_out), diff_text.render_ranks_json(rd), force)
                     click.echo(f"wrote {json_out}")
             return
-        if isinstance(early, CgprofError):
-            raise early
-        result = compare(early if early is not None else view(base, *run_a),
-                         view(cand, *run_b))
+        if early is None:
+            result = compare(view(base, *run_a), view(cand, *run_b))
+        else:  # and the candidate's view too, before the tables are rendered
+            late = _view_apart(cand, run_b)
+            cand = None
+            _give_back(late)
+            result = compare(early.view(), late.view())
         if json_out == "-":
             click.echo(diff_text.render_json(result), nl=False)
         else:
