@@ -111,6 +111,19 @@ class RunView:
     gap_hist: pd.DataFrame
     headline: dict[str, Any]
     left_out: int = 0
+    #: the events a timeline of this view draws, when kept apart from the analysis
+    #: (:func:`cgprof.report.figures.timeline_apart`); None: the analysis's own
+    timeline: Any = None
+
+    @property
+    def events_trace(self) -> Trace:
+        """The trace whose events a timeline draws (the analysis's, or a cut of it)."""
+        return self.timeline.trace if self.timeline is not None else self.result.trace
+
+    @property
+    def events_gaps(self) -> pd.DataFrame:
+        """The GPU gaps a timeline draws (``result.step_gaps``, or a cut of them)."""
+        return self.timeline.gaps if self.timeline is not None else self.result.step_gaps
 
     @functools.cached_property
     def gaps(self) -> pd.DataFrame:
@@ -372,6 +385,12 @@ def _once(owner: Any, what: tuple[Any, ...], make: Any) -> Any:
     ref = weakref.ref(owner, lambda r, key=key: _forget(key, r))
     _MADE[key] = (ref, value)
     return value
+
+
+def seed_api_calls(trace: Trace, calls: pd.DataFrame) -> None:
+    """Make ``calls`` what :func:`cached_api_calls` gives for ``trace``: a cut of a trace
+    whose calls were classified whole (a capture begun before the cut still marks them)."""
+    _once(trace, ("api_calls",), lambda: calls)
 
 
 def cached_api_calls(trace: Trace) -> pd.DataFrame:

@@ -500,10 +500,54 @@ def test_cli_diff_is_the_library_diff(pair, opts, analysed):
     assert res.output == diff_text.render(d)
 
 
+@pytest.mark.parametrize("pair", _ONE_PROCESS, ids=[f"{a.stem}-vs-{b.stem}"
+                                                      for a, b in _ONE_PROCESS])
+@pytest.mark.parametrize("opts", [("--steps", "2:7,0:4", "--max-events", "300"),
+                                  ("--mode", "all,graph"), ("--max-events", "100")])
+def test_cli_diff_page_is_the_library_page(pair, opts, analysed, tmp_path):
+    """-o: the page of views that keep only the events their timelines can draw
+    (figures.timeline_apart) is the page of cgprof.diff on the two whole analyses, drawn
+    windows cut short by small --max-events included."""
+    from cgprof.diff import parse_modes, parse_steps
+    from cgprof.report import html
+    from cgprof.report.figures import DEFAULT_MAX_EVENTS
+
+    kw = dict(zip(opts[::2], opts[1::2], strict=True))
+    labels = ("all", "graph") if kw.get("--mode") else ("baseline", "candidate")
+    d = cgprof.diff(analysed(pair[0]), analysed(pair[1]), labels=labels,
+                    steps=parse_steps(kw.get("--steps")), modes=parse_modes(kw.get("--mode")))
+    page = tmp_path / "d.html"
+    res = _run(str(pair[0]), str(pair[1]), *opts, "-o", str(page))
+    assert res.exit_code == 0, res.output
+    want = html.render_diff(d, int(kw.get("--max-events", DEFAULT_MAX_EVENTS)))
+    assert page.read_text() == want
+
+
+def test_timeline_apart_keeps_a_cut(analysed):
+    """The cut holds the drawn steps' events only, and falls back to the whole view when
+    its table of call counts per thread and step would be too big."""
+    from cgprof.report import figures as F
+
+    r = analysed(EAGER)
+    v = view(r)
+    cut = F.timeline_apart(v, 200)
+    assert cut.timeline is not None and not hasattr(cut.result, "trace")
+    assert 0 < len(cut.events_trace.stored("kernels")) < len(r.trace.stored("kernels"))
+    assert 0 < len(cut.events_gaps) < len(r.step_gaps)
+    t1 = int(cut.events_trace.stored("runtime")["start_ns"].max())
+    assert t1 < int(v.steps["extent_end_ns"].max())
+    old = F._APART_MAX_CELLS
+    try:
+        F._APART_MAX_CELLS = 1
+        assert F.timeline_apart(v, 200) is v
+    finally:
+        F._APART_MAX_CELLS = old
+
+
 def test_cli_diff_holds_one_analysis_at_a_time(monkeypatch):
     """The baseline's analysis is let go before the candidate's starts, and the candidate's
-    before the tables are rendered (spies on the command's analyses and rendering: the
-    real ones run); with -o both are kept for the timeline."""
+    before the tables or the page are rendered (spies on the command's analyses and
+    rendering: the real ones run)."""
     import gc
     import weakref
 
@@ -533,10 +577,23 @@ def test_cli_diff_holds_one_analysis_at_a_time(monkeypatch):
     assert _run(str(EAGER), str(GRAPHED), "--json", "-").exit_code == 0
     assert alive_at_second == [False]
     assert alive_at_render == [[False, False]]  # the candidate's too, before rendering
+    # -o: the same, the views keeping the events their timelines draw (timeline_apart)
+    from cgprof.report import html
+
+    real_page, alive_at_page = html.render_diff, []
+
+    def page_spy(d, max_events):
+        gc.collect()
+        alive_at_page.append([r() is not None for r in seen])
+        assert all(v.timeline is not None for v in d.views)
+        return real_page(d, max_events)
+
+    monkeypatch.setattr(html, "render_diff", page_spy)
     seen.clear(), alive_at_second.clear()
     page = Path(tempfile.mkdtemp()) / "d.html"
     assert _run(str(EAGER), str(GRAPHED), "-o", str(page)).exit_code == 0
-    assert alive_at_second == [True]
+    assert alive_at_second == [False]
+    assert alive_at_page == [[False, False]]
 
 
 def test_cli_view_error_after_both_analyses(tmp_path):

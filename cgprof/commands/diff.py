@@ -33,11 +33,19 @@ class _Apart:
         return self.made
 
 
-def _view_apart(result, run: tuple) -> _Apart:
+def _view_apart(result, run: tuple, max_events: int | None) -> _Apart:
+    """The view of ``run`` (label, steps, mode) of ``result``, apart from it: without its
+    events, or with those its timeline can draw (``max_events``: the HTML page's cap)."""
     from cgprof.diff import view
 
     try:
-        made = view(result, *run).without_events()
+        v = view(result, *run)
+        if max_events is None:
+            made = v.without_events()
+        else:
+            from cgprof.report.figures import timeline_apart  # plotly: for -o only
+
+            made = timeline_apart(v, max_events)
     except CgprofError as exc:  # reported where diff() would: after both analyses
         made = exc
     return _Apart(made, int(result.info["kernels"]) + int(result.info["api_calls"]))
@@ -185,13 +193,19 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
         run_a, run_b = run_windows(names, step_windows, modes)
         same = Path(baseline).resolve() == Path(candidate).resolve()
         base = _run(baseline, step, skip, jobs, rank)
-        # Without -o the diff reads the runs' views only: the baseline's is made before the
-        # candidate is analysed and keeps none of its analysis's events, so that one big
-        # analysis is held at a time (RunView.without_events). A view that fails is
-        # reported after the candidate's analysis, where diff() would report it.
+        # The diff reads the runs' views only: the baseline's is made before the candidate
+        # is analysed and keeps none of its analysis's events but those its timeline can
+        # draw (-o), so that one big analysis is held at a time (RunView.without_events,
+        # figures.timeline_apart). A view that fails is reported after the candidate's
+        # analysis, where diff() would report it.
+        cap = None
+        if html_out is not None:
+            from cgprof.report.figures import DEFAULT_MAX_EVENTS
+
+            cap = max_events or DEFAULT_MAX_EVENTS
         early = None
-        if html_out is None and not same and not hasattr(base, "cross"):
-            early = _view_apart(base, run_a)
+        if not same and not hasattr(base, "cross"):
+            early = _view_apart(base, run_a, cap)
             base = None
             _give_back(early)
         cand = base if same else _run(candidate, step, skip, jobs, rank)
@@ -216,7 +230,7 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
         if early is None:
             result = compare(view(base, *run_a), view(cand, *run_b))
         else:  # and the candidate's view too, before the tables are rendered
-            late = _view_apart(cand, run_b)
+            late = _view_apart(cand, run_b, cap)
             cand = None
             _give_back(late)
             result = compare(early.view(), late.view())
@@ -229,10 +243,8 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
                 click.echo(f"wrote {json_out}")
         if html_out is not None:
             from cgprof.report import html
-            from cgprof.report.figures import DEFAULT_MAX_EVENTS
 
-            write_atomic(html_out, html.render_diff(result, max_events or DEFAULT_MAX_EVENTS),
-                         force)
+            write_atomic(html_out, html.render_diff(result, cap), force)
             click.echo(f"wrote {html_out}", err=json_out == "-")
     except CgprofError as exc:
         raise click.ClickException(str(exc)) from None

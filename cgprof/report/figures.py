@@ -24,6 +24,7 @@ otherwise read ``<...>`` as markup in hover labels and titles.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +34,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from cgprof import schema as S
-from cgprof.diff import DiffResult, RunView, cached_api_calls
+from cgprof.diff import DiffResult, RunView, cached_api_calls, seed_api_calls
 from cgprof.metrics.summaries import nvtx_ranges
-from cgprof.trace import column
+from cgprof.trace import DERIVED, column
 
 __all__ = [
     "DEFAULT_MAX_EVENTS", "DrawWindow", "draw_window", "timeline", "step_times",
@@ -161,11 +162,11 @@ def _event_sources(v: RunView) -> dict[str, Any]:
     The kernels as stored (their few-valued columns may be categoricals, no dur_ns): what
     is drawn reads values of the rows in a span only, and ``trace.kernels`` would make
     every kernel's int64 copies (10M kernels: ~0.25 GB)."""
-    tr = v.result.trace
+    tr = v.events_trace
     return {"steps": v.steps, "nvtx": lambda: _nvtx_spans(tr),
             "calls": lambda: cached_api_calls(tr), "kernels": tr.stored("kernels"),
             "memcpy": tr.memcpy,
-            "memset": tr.memset, "graph_trace": tr.graph_trace, "gaps": v.result.step_gaps}
+            "memset": tr.memset, "graph_trace": tr.graph_trace, "gaps": v.events_gaps}
 
 
 def _event_starts(v: RunView, t0: int, t1: int) -> list[np.ndarray]:
@@ -191,7 +192,7 @@ def _events(v: RunView, t0: int, t1: int) -> pd.DataFrame:
     """Every drawable event of the run overlapping [t0, t1), one frame (names not escaped).
 
     Columns: row, cat, start_ns, end_ns, name and detail (hover lines)."""
-    tr = v.result.trace
+    tr = v.events_trace
     src = _event_sources(v)
     parts: list[dict[str, Any]] = []
 
@@ -351,28 +352,129 @@ def draw_window(
 ) -> DrawWindow:
     """The longest run of leading window steps whose events fit max_events in every run."""
     total = min(len(v.steps) for v in views)
-    stops, available, starts = [], [], []
+    stops, available, per_step = [], [], []
     for v in views:
-        st = v.steps.iloc[:total]
-        t0 = int(st["start_ns"].iloc[0])
-        ends = np.maximum.accumulate(st["extent_end_ns"].to_numpy(np.int64))
-        parts = _event_starts(v, t0, int(ends[-1]))
-        starts.append(parts)
-        available.append(sum(len(p) for p in parts))
-        counts = sum(np.searchsorted(p, ends, "left") for p in parts)
+        # each window step's count of the events that start before its extent ends
+        counts = (v.timeline.counts.of(total) if v.timeline is not None else
+                  _step_counts(v, total))
+        per_step.append(counts)
+        available.append(int(counts[-1]))  # the events overlapping the whole window
         fit = int(np.searchsorted(counts, max_events, "right"))  # steps [0, fit) fit
         stops.append(fit)
     stop = min(stops)
     truncated = stop == 0
     stop = max(stop, 1)
-    drawn = []
-    for v, parts in zip(views, starts, strict=True):
-        t1 = int(v.steps["extent_end_ns"].iloc[:stop].max())
-        n = sum(int(np.searchsorted(p, t1, "left")) for p in parts)
-        drawn.append(min(n, max_events))
+    drawn = [min(int(counts[stop - 1]), max_events) for counts in per_step]
     return DrawWindow(first=0, stop=stop, total=total, lengths=[len(v.steps) for v in views],
                       max_events=max_events, drawn=drawn, available=available,
                       truncated=truncated)
+
+
+def _window_ends(v: RunView, total: int) -> tuple[int, np.ndarray]:
+    """The host start of the view's first step, and each of its first ``total`` steps'
+    extent end as the window goes (a running max)."""
+    st = v.steps.iloc[:total]
+    return (int(st["start_ns"].iloc[0]),
+            np.maximum.accumulate(st["extent_end_ns"].to_numpy(np.int64)))
+
+
+def _step_counts(v: RunView, total: int) -> np.ndarray:
+    """Per window step of the first ``total``: the events overlapping the window that start
+    before the step's extent end (the last one: every event overlapping the window)."""
+    t0, ends = _window_ends(v, total)
+    parts = _event_starts(v, t0, int(ends[-1]))
+    return sum((np.searchsorted(p, ends, "left") for p in parts),
+               np.zeros(len(ends), dtype=np.int64))
+
+
+@dataclass(frozen=True, eq=False)
+class EventCounts:
+    """:func:`_step_counts` of a view for any ``total``, counted once over its whole window:
+    the API calls a timeline draws are those of the busiest host threads in the span drawn,
+    so they are counted per thread, the other events together."""
+
+    other: np.ndarray  # per step: events that are not API calls
+    threads: np.ndarray  # thread ids of the calls overlapping the window, ascending
+    per_thread: np.ndarray  # (threads, steps): each one's calls
+
+    def of(self, total: int) -> np.ndarray:
+        at = self.per_thread[:, total - 1]  # each thread's calls in the first total steps
+        seen = at > 0
+        drawn = np.isin(self.threads, _ranked(self.threads[seen], at[seen]))
+        return self.other[:total] + self.per_thread[drawn, :total].sum(axis=0, dtype=np.int64)
+
+
+#: Threads x window steps above which a view's events are not counted apart (their table).
+_APART_MAX_CELLS = 20_000_000
+
+
+def _count_apart(v: RunView) -> EventCounts | None:
+    """:class:`EventCounts` of a view, None when its threads x steps table is too big."""
+    t0, ends = _window_ends(v, len(v.steps))
+    t1 = int(ends[-1])
+    other = np.zeros(len(ends), dtype=np.int64)
+    threads = np.zeros(0, dtype=np.int64)
+    per_thread = np.zeros((0, len(ends)), dtype=np.int64)
+    for name, src in _event_sources(v).items():
+        df = src() if callable(src) else src
+        hit = _overlapping(df, t0, t1)
+        starts = df["start_ns"].to_numpy(np.int64)[hit]
+        if name != "calls":
+            other += np.searchsorted(starts if _ascending(starts) else np.sort(starts), ends,
+                                     "left")
+            continue
+        tid = column(df, "tid", hit).astype(np.int64, copy=False)
+        threads, at = np.unique(tid, return_inverse=True)
+        if len(threads) * len(ends) > _APART_MAX_CELLS:
+            return None
+        order = np.lexsort((starts, at))
+        bounds = np.searchsorted(at[order], np.arange(len(threads) + 1))
+        s = starts[order]
+        per_thread = np.stack([np.searchsorted(s[a:b], ends, "left") for a, b in zip(
+            bounds[:-1], bounds[1:], strict=True)]) if len(threads) else per_thread
+    return EventCounts(other, threads, per_thread.astype(np.int64, copy=False))
+
+
+@dataclass(frozen=True, eq=False)
+class EventsApart:
+    """The events a view's timeline can draw, kept apart from its analysis (RunView.timeline):
+    a cut of the trace and of its GPU gaps, and the counts :func:`draw_window` reads."""
+
+    trace: Any
+    gaps: pd.DataFrame
+    counts: EventCounts
+
+
+#: The tables whose rows a cut keeps only where they overlap its span (the NVTX ranges,
+#: few, stay whole: their lanes are laid out from every range a span overlaps).
+_CUT_TABLES = ("kernels", "runtime", "memcpy", "memset", "sync", "graph_trace")
+
+
+def timeline_apart(v: RunView, max_events: int = DEFAULT_MAX_EVENTS) -> RunView:
+    """``v`` keeping of its analysis only what a report reads: its facts and steps
+    (RunView.without_events) and the events its timeline can draw, those overlapping the
+    leading window steps whose events other than API calls fit ``max_events`` (what any
+    :func:`draw_window` of it beside another view draws is within those steps). A report of
+    two big runs then holds one analysis at a time (``cgprof diff -o``: 10M kernels each,
+    ~1.7 GB less) and draws the same page. ``v`` itself when its threads x steps table of
+    call counts would be too big (:data:`_APART_MAX_CELLS`)."""
+    counts = _count_apart(v)
+    if counts is None:
+        return v
+    t0, ends = _window_ends(v, len(v.steps))
+    t1 = int(ends[max(int(np.searchsorted(counts.other, max_events, "right")), 1) - 1])
+    tr = v.events_trace
+    parts = {}
+    for name in _CUT_TABLES:
+        df = tr.stored(name) if name in DERIVED else getattr(tr, name)
+        parts[name] = df[_overlapping(df, t0, t1)].reset_index(drop=True)
+    cut = dataclasses.replace(tr, **parts)
+    cut.hold_like(tr)
+    calls = cached_api_calls(tr)  # their launch family and capture flag as the whole trace's
+    seed_api_calls(cut, calls[_overlapping(calls, t0, t1)])
+    gaps = v.events_gaps
+    apart = EventsApart(cut, gaps[_overlapping(gaps, t0, t1)], counts)
+    return dataclasses.replace(v.without_events(), timeline=apart)
 
 
 def leading_outliers(v: RunView) -> int:
