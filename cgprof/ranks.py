@@ -241,14 +241,9 @@ class RankResult:
         over every step (``step_gaps``): what a report of the rank prints stays, its gap
         list cut to the ``gap_limit`` longest gaps (None: every gap; the JSON document's
         ``gaps_total`` still counts them all)."""
-        r = self.result
-        if r.trace is None:
+        if self.result.trace is None:
             return self
-        steps = dataclasses.replace(r.steps, call_steps=r.steps.call_steps.iloc[0:0].copy())
-        gaps = r.gaps.longest(gap_limit)
-        small = dataclasses.replace(r, steps=steps, gaps=gaps, trace=None,
-                                    step_gaps=gaps.gaps.iloc[0:0].copy())
-        return dataclasses.replace(self, result=small)
+        return dataclasses.replace(self, result=self.result.light(gap_limit))
 
     def compact(self) -> RankResult:
         """The same result without the loaded trace and the per-gap/per-call tables."""

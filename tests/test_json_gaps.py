@@ -65,3 +65,51 @@ def test_all_gaps_needs_json(traces_dir: Path, extra: list[str]):
                                     "--all-gaps", *extra])
     assert res.exit_code == 1
     assert res.output == "Error: --all-gaps shapes the --json document; add --json PATH\n"
+
+
+ALL = sorted(Path(__file__).resolve().parents[1].joinpath("traces").glob("*.sqlite"))
+ONE_PROCESS = [p for p in ALL if not p.stem.startswith("ddp_")]
+
+
+@pytest.mark.parametrize("path", ONE_PROCESS, ids=[p.stem for p in ONE_PROCESS])
+def test_light_result_reports_the_same(path: Path, monkeypatch):
+    """AnalysisResult.light (what `cgprof analyze` keeps of each trace it reports on, the
+    trace and per-call/per-gap tables let go) prints the same text and JSON, the gap list
+    cut short or whole."""
+    from cgprof.report import text
+
+    r = cgprof.analyze(path)
+    monkeypatch.setattr(jr, "GAP_LIST_LIMIT", 7)  # shorter than most traces' gap lists
+    for limit, all_gaps in ((7, False), (None, True)):
+        lit = r.light(limit)
+        assert lit.trace is None and not len(lit.steps.call_steps) and not len(lit.step_gaps)
+        assert lit.light(limit) is lit
+        assert jr.render([lit], all_gaps=all_gaps) == jr.render([r], all_gaps=all_gaps)
+        assert text.render(lit) == text.render(r)
+
+
+def test_cli_keeps_one_trace_at_a_time(traces_dir: Path, monkeypatch):
+    """Several traces in one `cgprof analyze`: each one's trace is let go once analysed (a
+    spy on the loads: the real ones run); --html keeps the one it draws."""
+    import gc
+    import weakref
+
+    import cgprof.trace as T
+
+    real, seen, alive = T.load, [], []
+
+    def spy(*args, **kwargs):
+        gc.collect()
+        alive.append([r() is not None for r in seen])
+        out = real(*args, **kwargs)
+        seen.append(weakref.ref(out))
+        return out
+
+    monkeypatch.setattr(T, "load", spy)
+    paths = [str(traces_dir / f"{n}.sqlite") for n in ("mlp_train_eager", "mlp_train_graph",
+                                                        "mlp_infer_eager")]
+    res = CliRunner().invoke(main, ["analyze", *paths, "--json", "-", "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert alive == [[], [False], [False, False]]
+    docs = json.loads(res.output)
+    assert [d["trace"]["path"] for d in docs["traces"]] == paths

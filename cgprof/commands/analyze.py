@@ -78,7 +78,11 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = Fal
         if rank not in ids:
             known = ", ".join(str(i) for i in ids) or "none"
             raise CgprofError(f"--rank {rank}: no such rank in {path} (ranks: {known})")
-    return analyze(trace, step=step, skip=skip, min_gap_us=min_gap_us, progress=say)
+    result = analyze(trace, step=step, skip=skip, min_gap_us=min_gap_us, progress=say)
+    del trace
+    # what the text and JSON reports print, the rest let go before the next trace (the
+    # HTML page draws the trace)
+    return result if html else result.light(kw["gap_limit"])
 
 
 @click.command("analyze")

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,20 @@ class AnalysisResult:
     trace: Trace
     coverage: CoverageResult
     step_gaps: pd.DataFrame
+
+    def light(self, gap_limit: int | None = None) -> AnalysisResult:
+        """The same result without the loaded trace, the call-to-step map and the gaps over
+        every step (``step_gaps``): what the text and JSON reports print stays, the gap list
+        cut to the ``gap_limit`` longest gaps (None: every gap; the JSON document's
+        ``gaps_total`` still counts them all). What a caller keeps of an analysis it only
+        reports on (10M kernels: ~1.5 GB less)."""
+        if self.trace is None:
+            return self
+        steps = dataclasses.replace(self.steps,
+                                    call_steps=self.steps.call_steps.iloc[0:0].copy())
+        gaps = self.gaps.longest(gap_limit)
+        return dataclasses.replace(self, steps=steps, gaps=gaps, trace=None,
+                                   step_gaps=gaps.gaps.iloc[0:0].copy())
 
 
 def _window_calls(calls: pd.DataFrame, steps: StepResult,
