@@ -18,6 +18,13 @@ overwritten with --force), its wall time and its own peak RSS (``os.wait4``):
   json_capped   --json --no-cache --memory-limit CAP (default 1GB): ranks4 is read rank by
                 rank (each rank's rows alone), one.sqlite whole (above the cap: not bounded)
 
+and, on one.sqlite and a second name of it (``one_b.sqlite``, a hard link: two runs to
+report on, one cache entry), from the cache:
+
+  two_json      ``cgprof analyze one.sqlite one_b.sqlite --json``
+  diff_json     ``cgprof diff one.sqlite one_b.sqlite --json``
+  diff_html     ``cgprof diff one.sqlite one_b.sqlite -o``
+
 Targets (issue 10, the one-process trace at the full scale): json_first <= 30 s and <= 4 GB;
 ranks4's json_capped peak RSS <= CAP (any scale).
 Prints a table and one JSON line; exits 1 when a target fails.
@@ -39,6 +46,7 @@ from typing import Any
 SCRIPTS = Path(__file__).resolve().parent
 TARGETS = {"json_first_s": 30.0, "json_first_rss_mb": 4096.0}  # one process, scale 1
 MODES = ("json_first", "json_cached", "html_cached", "json_capped")
+PAIR_MODES = ("two_json", "diff_json", "diff_html")  # one.sqlite only
 
 
 def make_traces(workdir: Path, n: int) -> dict[str, Path]:
@@ -74,7 +82,12 @@ def run(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
 
 def measure(trace: Path, workdir: Path, repeat: int, cap: str) -> dict[str, Any]:
     """Each mode ``repeat`` times, in rounds; the best run of each (and every run's time)."""
-    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+    pair = trace.stem == "one"
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES + (PAIR_MODES if pair
+                                                                      else ())}
+    twin = workdir / f"{trace.stem}_b.sqlite"
+    if pair and not twin.exists():
+        os.link(trace, twin)
     for _ in range(repeat):
         cache = workdir / f"cache-{trace.stem}"
         shutil.rmtree(cache, ignore_errors=True)
@@ -86,6 +99,15 @@ def measure(trace: Path, workdir: Path, repeat: int, cap: str) -> dict[str, Any]
         rank = ["--rank", "0"] if trace.stem == "ranks4" else []  # the rank drawn
         runs["html_cached"].append(run(base + ["--html", str(workdir / f"{trace.stem}.html")]
                                        + rank, env))
+        if pair:
+            both = [str(trace), str(twin)]
+            cli = [sys.executable, "-m", "cgprof"]
+            runs["two_json"].append(run(cli + ["analyze", *both, "--quiet", "--force"]
+                                        + json_out, env))
+            runs["diff_json"].append(run(cli + ["diff", *both, "--force", "--json",
+                                                str(workdir / "diff.json")], env))
+            runs["diff_html"].append(run(cli + ["diff", *both, "--force", "-o",
+                                                str(workdir / "diff.html")], env))
         runs["json_capped"].append(run(base + json_out + ["--no-cache", "--memory-limit", cap],
                                        env))
     out = {}
