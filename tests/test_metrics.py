@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from nsysdb import G, K, M, N, R, S, Y, make_nsys_db
+from nsysdb import PID, G, K, M, N, R, S, Y, make_nsys_db
 
 import cgprof
 from cgprof.metrics.launches import family_of
@@ -144,6 +144,22 @@ def test_gap_causes(db):
         [1400, 1450, "in_replay"],
         [1500, 1600, "between_replays"],
     ]
+
+
+@pytest.mark.parametrize("first", ["before", "inside"])
+def test_sync_bound_whatever_the_order_of_syncs_ending_together(db, first):
+    """Two sync calls of the process end at the same ns: one began before the GPU idled,
+    one after. The gap waited on a sync either way, whichever row comes first (the tie
+    was left to a quicksort's order, which is not portable across CPUs)."""
+    before = R(60, 900, "cudaStreamSynchronize_v3020", corr=2)
+    inside = R(500, 900, "cudaStreamSynchronize_v3020", corr=7, tid=PID + 1)
+    syncs = [before, inside] if first == "before" else [inside, before]
+    p = db(runtime=[R(0, 50, LK, corr=1), *syncs, R(910, 950, LK, corr=3)],
+           kernels=[K(100, 400, "a", corr=1), K(1000, 1100, "b", corr=3)],
+           sync=[Y(60, 900, corr=2), Y(500, 900, corr=7)])
+    r = cgprof.analyze(p)
+    assert r.gaps.gaps[["start_ns", "end_ns", "kind"]].values.tolist() == [
+        [400, 1000, "sync_bound"]]
 
 
 def test_min_gap_filter_keeps_idle_totals(db):

@@ -709,7 +709,7 @@ class _SyncEnds:
     def of(calls: pd.DataFrame) -> _SyncEnds:
         rows = np.flatnonzero((calls["family"] == L.SYNC).to_numpy(dtype=bool))
         ends = calls["end_ns"].to_numpy(dtype=np.int64)[rows]
-        by_end = np.argsort(ends, kind="quicksort")  # the tie order of sort_values("end_ns")
+        by_end = np.argsort(ends, kind="stable")
         return _SyncEnds(ends[by_end], calls["start_ns"].to_numpy(dtype=np.int64)[rows][by_end])
 
     def returned(self, gap_start, api_start, need) -> np.ndarray:
@@ -717,12 +717,35 @@ class _SyncEnds:
         if not len(self.ends):
             return out
         idx = np.flatnonzero(need)
-        j = np.searchsorted(self.ends, api_start[idx], "right") - 1
-        ok = j >= 0
-        jj = np.where(ok, j, 0)
-        ok &= (self.ends[jj] >= gap_start[idx]) & (self.starts[jj] <= gap_start[idx])
-        out[idx[ok]] = True
+        out[idx] = _returned_in_gap(self.ends, self.starts, gap_start[idx], api_start[idx])
         return out
+
+
+def _returned_in_gap(ends: np.ndarray, starts: np.ndarray, gap_start: np.ndarray,
+                     api_start: np.ndarray) -> np.ndarray:
+    """Per gap: did a sync call (``ends`` ascending, ``starts`` in the same order) run at
+    the gap's start and return by the next launch call's start (start <= gap start <= end
+    <= launch start)? Any such call counts, whichever order calls ending at the same ns
+    come in. The last call to return is tried first (calls of one thread do not overlap,
+    so it is the only candidate there); the earlier ones only where it started after the
+    gap did, by one ``np.minimum.reduceat`` over their ranges of ``starts``."""
+    lo = np.searchsorted(ends, gap_start, "left")  # the calls that end in the gap ...
+    hi = np.searchsorted(ends, api_start, "right")  # ... by the launch: [lo, hi)
+    some = hi > lo
+    out = np.zeros(len(gap_start), dtype=bool)
+    q = np.flatnonzero(some)
+    if not len(q):
+        return out
+    last = starts[hi[q] - 1] <= gap_start[q]
+    out[q[last]] = True
+    rest = q[~last & (hi[q] - 1 > lo[q])]  # the last started later: any earlier one?
+    if len(rest):
+        rest = rest[np.argsort(lo[rest], kind="stable")]  # ranges by start: the spans
+        at = np.empty(2 * len(rest), dtype=np.intp)     # between them are disjoint
+        at[0::2], at[1::2] = lo[rest], hi[rest] - 1
+        first = np.minimum.reduceat(starts, at)[0::2]
+        out[rest[first <= gap_start[rest]]] = True
+    return out
 
 
 class _GapColumns:
@@ -1004,27 +1027,16 @@ def _sync_returned_in_gap(calls, pids, gap_start, api_start, need) -> np.ndarray
             continue
         every = bool(mine.all())
         ends = s_end if every else s_end[mine]
-        by_end = np.argsort(ends, kind="quicksort")  # the tie order of sort_values("end_ns")
+        by_end = np.argsort(ends, kind="stable")
         ends, starts_by_end = ends[by_end], (s_start if every else s_start[mine])[by_end]
         want = need if one else (pids == pid) & need
         if one and np.count_nonzero(want) * 4 >= 3 * len(want):
             # Most gaps: every row at once, masked after (no positions, no gathers of the
             # gaps' columns); rows not wanted are searched too, and dropped by ``want``.
-            j = np.searchsorted(ends, api_start, "right")
-            ok = want & (j > 0)
-            j -= 1
-            np.maximum(j, 0, out=j)
-            ok &= ends[j] >= gap_start
-            ok &= starts_by_end[j] <= gap_start
-            out |= ok
+            out |= want & _returned_in_gap(ends, starts_by_end, gap_start, api_start)
             continue
         idx = np.flatnonzero(want)
-        j = np.searchsorted(ends, api_start[idx], "right") - 1
-        ok = j >= 0
-        jj = np.where(ok, j, 0)
-        g0 = gap_start[idx]
-        ok &= (ends[jj] >= g0) & (starts_by_end[jj] <= g0)
-        out[idx[ok]] = True
+        out[idx] = _returned_in_gap(ends, starts_by_end, gap_start[idx], api_start[idx])
     return out
 
 
