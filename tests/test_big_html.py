@@ -81,6 +81,29 @@ def test_busiest_rows_through_thread_categories():
             assert np.array_equal(got, _plain_busiest(pd.DataFrame({"global_tid": gtid}), hit))
 
 
+def test_thread_index_through_categories_is_the_plain_one():
+    rng = np.random.default_rng(11)
+    gtid = (np.array([100, 200])[rng.integers(0, 2, 3000)] << 24) | rng.integers(1, 9, 3000)
+    hit = rng.random(3000) < 0.6
+    plain = F._thread_index(pd.DataFrame({"global_tid": gtid}), hit)
+    cat = F._thread_index(pd.DataFrame({"global_tid": pd.Categorical(gtid)}), hit)
+    assert cat[1].dtype == np.int8  # the categorical's codes, no int64 per call
+    np.testing.assert_array_equal(cat[0], plain[0])
+    np.testing.assert_array_equal(cat[0][cat[2][cat[1]]], plain[0][plain[2][plain[1]]])
+
+
+def test_event_counts_sorted_apart_equal_masked(result, monkeypatch):
+    """Past _MASKED_THREADS host threads the calls are sorted by thread, not masked."""
+    v = D.view(result, "run", mode="all")
+    masked = F._count_apart(v)
+    monkeypatch.setattr(F, "_MASKED_THREADS", 0)
+    sorted_ = F._count_apart(v)
+    np.testing.assert_array_equal(masked.per_thread, sorted_.per_thread)
+    np.testing.assert_array_equal(masked.threads, sorted_.threads)
+    for total in (1, len(v.steps) // 2 + 1, len(v.steps)):
+        np.testing.assert_array_equal(masked.of(total), F._step_counts(v, total))
+
+
 def test_launched_in_is_the_inner_merge(result):
     cs = result.steps.call_steps
     calls = D.cached_api_calls(result.trace)

@@ -423,16 +423,50 @@ def _count_apart(v: RunView) -> EventCounts | None:
             other += np.searchsorted(starts if _ascending(starts) else np.sort(starts), ends,
                                      "left")
             continue
-        tid = column(df, "tid", hit).astype(np.int64, copy=False)
-        threads, at = np.unique(tid, return_inverse=True)
+        threads, codes, of_code = _thread_index(df, hit)
         if len(threads) * len(ends) > _APART_MAX_CELLS:
             return None
-        order = np.lexsort((starts, at))
-        bounds = np.searchsorted(at[order], np.arange(len(threads) + 1))
-        s = starts[order]
-        per_thread = np.stack([np.searchsorted(s[a:b], ends, "left") for a, b in zip(
-            bounds[:-1], bounds[1:], strict=True)]) if len(threads) else per_thread
-    return EventCounts(other, threads, per_thread.astype(np.int64, copy=False))
+        per_thread = np.zeros((len(threads), len(ends)), dtype=np.int64)
+        if len(threads) <= _MASKED_THREADS:  # each thread's calls by a mask: no sort
+            for j in range(len(threads)):
+                mine = starts[(of_code == j)[codes]]
+                per_thread[j] = np.searchsorted(mine if _ascending(mine) else np.sort(mine),
+                                                ends, "left")
+        else:
+            at = of_code[codes]
+            order = np.lexsort((starts, at))
+            bounds = np.searchsorted(at[order], np.arange(len(threads) + 1))
+            s = starts[order]
+            for j, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+                per_thread[j] = np.searchsorted(s[a:b], ends, "left")
+    return EventCounts(other, threads, per_thread)
+
+
+#: Up to this many host threads, each one's calls are picked by a mask, not sorted apart.
+_MASKED_THREADS = 64
+
+
+def _thread_index(calls: pd.DataFrame,
+                  hit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct thread ids (ascending) of the ``hit`` calls, each hit call's code and
+    each code's position among those ids (a call's thread: ``threads[of_code[codes]]``).
+    Through a categorical ``global_tid``'s categories when it is one (small codes, no int64
+    thread id per call), as :func:`_busiest_rows` reads them."""
+    gtid = calls["global_tid"] if "tid" not in calls else None
+    if gtid is not None and isinstance(gtid.dtype, pd.CategoricalDtype) and (
+            gtid.cat.categories.dtype == np.int64):
+        codes = gtid.cat.codes.to_numpy()[hit]
+        if not len(codes) or codes.min() >= 0:
+            cat_tid = gtid.cat.categories.to_numpy(np.int64) & S.ID_MASK
+            used = np.zeros(len(cat_tid), dtype=bool)
+            used[codes] = True
+            threads, inv = np.unique(cat_tid[used], return_inverse=True)
+            of_code = np.zeros(len(cat_tid), dtype=np.int64)
+            of_code[used] = inv
+            return threads, codes, of_code
+    tid = column(calls, "tid", hit).astype(np.int64, copy=False)
+    threads, inv = np.unique(tid, return_inverse=True)
+    return threads, inv, np.arange(len(threads))
 
 
 @dataclass(frozen=True, eq=False)
