@@ -2,6 +2,8 @@
 # cgprof analyze against nsys stats / nsys analyze on the GPU machine, same files, same run
 # (issue 10's side-by-side). Run from the project root after
 #   source .device-kit/setup-on-device.sh; export PYTHONPATH=$PWD:$PYTHONPATH
+# with a kit that carries cgprof's engine (the GPU machine has no DuckDB of its own):
+#   bash ../shared/device/prepare.sh duckdb==1.5.5 duckdb-extension-sqlite-scanner==1.5.5
 # Writes its logs to $OUT (default /tmp/bench-vs-nsys):
 #   bench_1m.txt   scripts/bench_analyze.py --vs-nsys on the 1M-kernel synthetic trace
 #   bench_r18.txt  the same on a real 300-step ResNet-18 eager training trace (cgprof record;
@@ -10,6 +12,14 @@
 #   nsys_rep.txt   a .nsys-rep given straight to cgprof analyze (exported with this nsys)
 #                  gives the same JSON as its SQLite export
 set -uo pipefail
+# Without DuckDB cgprof reads SQLite through sqlite3 (its fallback, several times slower):
+# that is not the engine this compares, so stop.
+if ! python3 -c "import duckdb, duckdb_extension_sqlite_scanner" 2>/dev/null; then
+  echo "bench_vs_nsys_gpu.sh: duckdb and duckdb-extension-sqlite-scanner are not importable;" \
+    "carry them (bash ../shared/device/prepare.sh duckdb==1.5.5" \
+    "duckdb-extension-sqlite-scanner==1.5.5)" >&2
+  exit 2
+fi
 OUT=${OUT:-/tmp/bench-vs-nsys}
 mkdir -p "$OUT"
 WORK=${WORK:-/tmp/bench-vs-nsys-work}
@@ -52,8 +62,8 @@ python3 scripts/bench_analyze.py --trace "$WORK/r18.sqlite" --repeat ${REPEAT:-2
   2>&1 | tee "$OUT/bench_r18.txt"
 {
   /usr/bin/time -f "nsys-rep: %e s, %M KB" python3 -m cgprof analyze "$WORK/r18.nsys-rep" \
-    --no-cache --json "$WORK/rep.json" --quiet
-  python3 -m cgprof analyze "$WORK/r18.sqlite" --no-cache --json "$WORK/sql.json" --quiet
+    --no-cache --json "$WORK/rep.json" --quiet --force
+  python3 -m cgprof analyze "$WORK/r18.sqlite" --no-cache --json "$WORK/sql.json" --quiet --force
   python3 - "$WORK/rep.json" "$WORK/sql.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:])
