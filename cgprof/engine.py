@@ -428,7 +428,11 @@ class SqliteSource(Source):
         if self._duck is None and not self._duck_failed:
             try:
                 self._duck = _duckdb_sqlite(self.path)
-            except Exception:  # scanner missing or unloadable: sqlite3 still works
+            except (ImportError, ScannerMissing) as exc:  # an install without the engine
+                self._duck_failed = True
+                if not _FALLBACK:
+                    _FALLBACK.append(_one_line(exc))
+            except Exception:  # a file the scanner cannot attach: sqlite3 still works
                 self._duck_failed = True
         return self._duck
 
@@ -706,6 +710,25 @@ def open_sqlite_early(path: Path) -> SqliteSource | None:
     return SqliteSource(path, conn, tables)
 
 
+class ScannerMissing(RuntimeError):
+    """The duckdb-extension-sqlite-scanner package holds no extension file."""
+
+
+#: Why this process reads SQLite exports through sqlite3 instead of DuckDB's scanner (set
+#: once, when duckdb or its SQLite scanner cannot be imported or found; empty: it could, or
+#: it was not tried). The commands say so on stderr (:func:`engine_fallback`).
+_FALLBACK: list[str] = []
+
+
+def engine_fallback(clear: bool = False) -> str | None:
+    """The reason SQLite was read through sqlite3, cgprof's slower fallback, because the
+    engine is not installed (None when it was not); ``clear`` forgets it."""
+    reason = _FALLBACK[0] if _FALLBACK else None
+    if clear:
+        _FALLBACK.clear()
+    return reason
+
+
 def _duckdb_sqlite(path: Path) -> Any:
     """A DuckDB connection with ``path`` attached read-only as schema ``s``."""
     import duckdb
@@ -714,7 +737,7 @@ def _duckdb_sqlite(path: Path) -> Any:
     ext_dir = Path(scanner.__file__).parent / "extensions"
     exts = sorted(ext_dir.glob("*/sqlite_scanner.duckdb_extension"))
     if not exts:
-        raise RuntimeError("sqlite_scanner extension file not found")
+        raise ScannerMissing(f"no sqlite_scanner extension file under {ext_dir}")
     con = duckdb.connect(config={
         "threads": threads(),
         "memory_limit": memory_limit(),

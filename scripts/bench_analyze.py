@@ -122,6 +122,10 @@ def child(mode: str, path: str, out: str) -> dict[str, Any]:
                                              "correlationId", "globalPid", "demangledName"]),
                     src.read(schema.RUNTIME, ["start", "end", "globalTid", "correlationId",
                                               "nameId", "eventClass"])]
+            # DuckDB's scanner, or sqlite3 where DuckDB cannot be imported (cgprof's
+            # fallback, several times slower): say which one was timed
+            res["engine"] = ("duckdb" if getattr(src, "_duck", None) is not None
+                             else "sqlite3 (no DuckDB)")
             src.close()
             res["work_s"] = time.perf_counter() - t0
             res["rows"] = [t.num_rows for t in tbls]
@@ -278,6 +282,8 @@ def report(trace: dict[str, Any], results: dict[str, dict[str, Any]],
         note = r.get("error") or ""
         if "rows" in r:
             note = "rows " + " + ".join(f"{n:,}" for n in r["rows"])
+            if r.get("engine", "duckdb") != "duckdb":
+                note += f", read by {r['engine']}"
         elif len(r.get("runs_s") or ()) > 1:  # the spread: best-of-N hides a noisy host
             note = "runs " + " ".join(f"{v:.2f}" for v in r["runs_s"])
         if r.get("cache_miss"):

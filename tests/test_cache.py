@@ -227,6 +227,39 @@ def test_sqlite3_fallback_reads_the_same(monkeypatch):
     _same_trace(T.load(path, cache=False), duck)
 
 
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cgprof", *args], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=120)
+
+
+@pytest.mark.parametrize("blocked", ["duckdb", "duckdb_extension_sqlite_scanner"])
+def test_missing_engine_is_said_once(tmp_path, blocked):
+    """An install without DuckDB (or its SQLite scanner) still analyses SQLite, through
+    sqlite3, with the same JSON, and says once on stderr why it is slower; a run with the
+    engine, or one that asks for sqlite3 (CGPROF_ENGINE), says nothing."""
+    shim = tmp_path / "shim" / blocked
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text(f"raise ImportError('{blocked} blocked by the test')\n")
+    path = TRACES / "mlp_train_eager.sqlite"
+    args = ["analyze", str(path), "--json", "-", "--no-cache"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO)] + [
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    env.pop("CGPROF_ENGINE", None)
+    plain = _cli(args, env)
+    missing = _cli(args, {**env, "PYTHONPATH": f"{tmp_path / 'shim'}{os.pathsep}"
+                                              f"{env['PYTHONPATH']}"})
+    asked = _cli(args, {**env, "CGPROF_ENGINE": "sqlite3"})
+    for run in (plain, missing, asked):
+        assert run.returncode == 0, run.stderr
+    assert json.loads(missing.stdout) == json.loads(plain.stdout)
+    assert missing.stdout == asked.stdout
+    notes = [line for line in missing.stderr.splitlines() if "through sqlite3" in line]
+    assert len(notes) == 1, missing.stderr
+    assert f"{blocked} blocked by the test" in notes[0]
+    assert notes[0].startswith("cgprof: note: ")
+    assert "through sqlite3" not in plain.stderr + asked.stderr
+
+
 # --------------------------------------------------------------------------------------
 # nsys's own columnar exports
 
