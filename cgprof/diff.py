@@ -27,8 +27,9 @@ import functools
 import sys
 import types
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -157,7 +158,8 @@ class RunView:
         facts = _Facts(info=self.result.info,
                        steps=_StepFacts(steps=self.result.steps.steps,
                                         rule=self.result.steps.rule))
-        return dataclasses.replace(self, result=facts, window_gaps=None)
+        # (the facts stand in for the analysis: all a text or JSON diff reads of it)
+        return dataclasses.replace(self, result=cast(AnalysisResult, facts), window_gaps=None)
 
     def describe(self) -> str:
         """"steps 0-19 of 40 (eager only)" for notes and headers."""
@@ -382,7 +384,8 @@ def _once(owner: Any, what: tuple[Any, ...], make: Any) -> Any:
     if hit is not None and hit[0]() is owner:
         return hit[1]
     value = make()
-    ref = weakref.ref(owner, lambda r, key=key: _forget(key, r))
+    ref = weakref.ref(owner, cast("Callable[[weakref.ref], None]",
+                                  lambda r, key=key: _forget(key, r)))
     _MADE[key] = (ref, value)
     return value
 

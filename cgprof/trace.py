@@ -22,7 +22,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -290,8 +290,8 @@ def _frame_property(name: str) -> property:
 
 # The kernel and API-call frames read through a property (the dataclass's __init__,
 # __eq__ and __repr__ included), which makes the columns Trace.shed left out.
-Trace.kernels = _frame_property("kernels")  # type: ignore[assignment]
-Trace.runtime = _frame_property("runtime")  # type: ignore[assignment]
+Trace.kernels = _frame_property("kernels")
+Trace.runtime = _frame_property("runtime")
 
 
 def api_rows(rt: pd.DataFrame) -> pd.DataFrame:
@@ -1232,7 +1232,8 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     _release_arrow(len(kernels) + len(runtime))
     say("reading memory copies, syncs, graph replays")
     memcpy, memset, sync, graph_trace = (
-        _stored(src, table, lambda table=table: _load_gpu_ops(src, table))
+        _stored(src, table, cast("Callable[[], pd.DataFrame]",
+                                 lambda table=table: _load_gpu_ops(src, table)))
         for table in (S.MEMCPY, S.MEMSET, S.SYNC, S.GRAPH_TRACE))
     say("reading NVTX ranges")
     nvtx = _stored(src, S.NVTX, lambda: _load_nvtx(src, strings))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -25,7 +26,7 @@ def _progress(quiet: bool):
         return None
     import time
 
-    state = {"n": 0, "t0": time.monotonic()}
+    state: dict[str, Any] = {"n": 0, "t0": time.monotonic()}  # n: int, t0: float
 
     def say(msg: str) -> None:
         state["n"] = min(state["n"] + 1, _STAGES)

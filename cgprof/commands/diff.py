@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
 from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import engine_options, note_apart
 from cgprof.errors import CgprofError
+
+if TYPE_CHECKING:
+    from cgprof.diff import RunView
 
 
 @dataclass
@@ -38,6 +41,7 @@ def _view_apart(result, run: tuple, max_events: int | None) -> _Apart:
     events, or with those its timeline can draw (``max_events``: the HTML page's cap)."""
     from cgprof.diff import view
 
+    made: RunView | CgprofError
     try:
         v = view(result, *run)
         if max_events is None:
@@ -185,7 +189,8 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             ma, mb = modes
             names = (ma, mb) if ma and mb and ma != mb else ("baseline", "candidate")
         if rank is not None:  # every table, title and legend says which rank it shows
-            names = tuple(n if "rank" in n else f"{n} rank {rank}" for n in names)
+            names = cast("tuple[str, str]",
+                         tuple(n if "rank" in n else f"{n} rank {rank}" for n in names))
         outputs = [p for p in (None if json_out in (None, "-") else Path(json_out), html_out)
                    if p is not None]
         for p in outputs:
@@ -244,6 +249,7 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
         if html_out is not None:
             from cgprof.report import html
 
+            assert cap is not None  # set above for -o
             write_atomic(html_out, html.render_diff(result, cap), force)
             click.echo(f"wrote {html_out}", err=json_out == "-")
     except CgprofError as exc:

@@ -90,7 +90,9 @@ class AnalysisResult:
         steps = dataclasses.replace(self.steps,
                                     call_steps=self.steps.call_steps.iloc[0:0].copy())
         gaps = self.gaps.longest(gap_limit)
-        return dataclasses.replace(self, steps=steps, gaps=gaps, trace=None,
+        # (ignore: a light result has no trace; the field is typed for a full analysis)
+        return dataclasses.replace(self, steps=steps, gaps=gaps,
+                                   trace=None,  # type: ignore[arg-type]
                                    step_gaps=gaps.gaps.iloc[0:0].copy())
 
 

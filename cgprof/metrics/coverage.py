@@ -372,7 +372,8 @@ def _launch_api(table: np.ndarray, groups: np.ndarray, api_of: np.ndarray,
     out: list[str | None] = []
     for g in groups:
         counts = table[g]
-        best = np.flatnonzero(counts == counts.max()) if counts.max() else []
+        best: np.ndarray | list[Any] = (
+            np.flatnonzero(counts == counts.max()) if counts.max() else [])
         if len(best) > 1:  # tie: the pair that appears first (one scan per tied pair)
             best = [min(best, key=lambda a: first_at(int(g) * width + int(a)))]
         out.append(str(api_of[best[0]]) if len(best) else None)

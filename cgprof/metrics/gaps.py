@@ -23,7 +23,9 @@ All durations are integer nanoseconds; summaries carry microsecond figures in ``
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -237,6 +239,7 @@ def measure_gaps(ops: pd.DataFrame, calls: pd.DataFrame,
     if isinstance(gaps, dict):
         gaps = pd.DataFrame(gaps, copy=False)  # what is left of it (the fast path took it all)
     if all_gaps is None:
+        assert edges is not None  # else all_gaps is gaps, never None
         if len(gaps) and isinstance(gaps["next_api"].dtype, pd.CategoricalDtype):
             gaps = gaps.assign(next_api=_str_array(gaps["next_api"]))  # concat with edges' str
         all_gaps = pd.concat([d for d in (gaps, edges) if len(d)], ignore_index=True) if (
@@ -333,7 +336,7 @@ def _derive_window(span: GapResult | MeasuredGaps, ops: pd.DataFrame,
                      streams=streams, min_gap_ns=0)
 
 
-def _window_busy(w_ops: pd.DataFrame, inner: dict[str, object]) -> pd.DataFrame | None:
+def _window_busy(w_ops: pd.DataFrame, inner: dict[str, Any]) -> pd.DataFrame | None:
     """Per device of the window's (clipped, live) ops: first start, last end and busy time
     (span less the inner gaps), the columns :func:`_edge_gaps` and :func:`_device_table`
     read; None when an inner gap's device has no op."""
@@ -409,6 +412,7 @@ class _Sweep:
         gap, prev_end, prev_pos = gap_sweep(start, end, first)
         if order is not None:
             prev_pos = order[prev_pos]
+        assert prev_end is not None  # want_prev_end=True
         return _Sweep(order, dev, start, end, first, gap, prev_end, prev_pos)
 
     def gap_rows(self, ops: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -504,7 +508,8 @@ class _BusyStats:
         # rows: ops first_start last_end gaps max_gap gap_count
         self.stats = np.zeros((6, ncodes), dtype=np.int64)
 
-    def add(self, c: int, st: np.ndarray, en: np.ndarray, gap: np.ndarray, gaps: int) -> None:
+    def add(self, c: int, st: np.ndarray, en: np.ndarray, gap: np.ndarray,
+            gaps: int | np.integer) -> None:
         col = self.stats[:, c]
         lo, hi = int(st.min()), int(en.max())
         col[1] = min(int(col[1]), lo) if col[0] else lo
@@ -577,6 +582,7 @@ class _Chunked:
         of the one process's keys."""
         if self.table is not None:
             return table_get(self.table, corr - self.lo if self.lo else corr)
+        assert self.uniq is not None and self.first is not None  # of(): set when table is None
         pos = np.searchsorted(self.uniq, corr)
         pos[pos == len(self.uniq)] = 0
         return np.where(self.uniq[pos] == corr, self.first[pos], -1).astype(np.int64)
@@ -594,7 +600,8 @@ class _Chunked:
             # follow a gap, plus the two edges. Only the rows written are ever faulted in
             # (np.empty's pages), and the table is views of their first rows.
             devs = dev[:1].copy()
-            lead = np.array([window is not None and int(start[0]) > w0])  # start[0]: the min
+            # start[0]: the min
+            lead = np.array([window is not None and int(start[0]) > cast(int, w0)])
             out = _GapColumns(len(start) + 1, cats, device=int(devs[0]), pid=self._pid())
             busy = self._fill(out, None, devs, start, end, lead.astype(np.int64))
         else:
@@ -623,11 +630,11 @@ class _Chunked:
             if out.dev.flags.writeable:  # else the one device's constant column
                 out.dev[lo:lo + int(size[i])] = d
             if lead[i]:
-                out.edge(lo, w0, int(first[i]))
+                out.edge(lo, cast(int, w0), int(first[i]))
                 edge[lo] = True
             if trail[i]:
                 at = int(base[i] + count[i])
-                out.edge(at, int(last[i]), w1)
+                out.edge(at, int(last[i]), cast(int, w1))
                 edge[at] = True
         return out.frame(n, edge if edge.any() else None), busy
 
@@ -931,7 +938,7 @@ def _rows_at(ops: pd.DataFrame, labels: np.ndarray, cols: list[str]) -> dict[str
     return out
 
 
-def _merge_sorted(gaps: pd.DataFrame | dict[str, object],
+def _merge_sorted(gaps: pd.DataFrame | dict[str, Any],
                   edges: pd.DataFrame) -> pd.DataFrame | None:
     """``concat([gaps, edges]).sort_values(["device_id", "start_ns"], kind="stable")`` with
     ``kind`` over GAP_KINDS, built column by column: the window-edge rows (two per device at
@@ -1048,6 +1055,7 @@ def _edge_gaps(ops: pd.DataFrame, window: tuple[int, int] | None,
         return _empty_gaps()
     w0, w1 = window
     rows = []
+    spans: Iterator[tuple[Any, Any, Any]]
     if busy is not None:
         spans = zip(*(busy[c].tolist() for c in ("device_id", "first_start_ns", "last_end_ns")),
                     strict=True)
@@ -1065,6 +1073,8 @@ def _edge_gaps(ops: pd.DataFrame, window: tuple[int, int] | None,
     # Column by column, in one frame: assigning each column to a frame cost ~5 ms of pandas
     # overhead per call, a fifth of a small trace's gap stage.
     n = len(rows)
+    g_start: list[Any] | np.ndarray
+    g_end: list[Any] | np.ndarray
     dev, g_start, g_end = (list(c) for c in zip(*rows, strict=True))
     g_start = np.array(g_start, dtype=np.int64)
     g_end = np.array(g_end, dtype=np.int64)
@@ -1255,7 +1265,7 @@ def histogram(gaps: pd.DataFrame, kb: _KindBins | None = None) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
     dev = gaps["device_id"]
     if kb is not None:
-        groups = [(kb.device_id, None)]
+        groups: Iterable[tuple[Any, pd.DataFrame | None]] = [(kb.device_id, None)]
     else:
         one = dev.dtype.kind in "iu" and dev.min() == dev.max()  # one device: no grouping
         groups = [(dev.iloc[0], gaps)] if one else gaps.groupby("device_id", sort=True)
@@ -1264,6 +1274,7 @@ def histogram(gaps: pd.DataFrame, kb: _KindBins | None = None) -> pd.DataFrame:
         if kb is not None:
             counts, totals = kb.counts.sum(axis=0), kb.totals.sum(axis=0)
         else:
+            assert g is not None  # kb is None: a frame per device
             v = g["gap_ns"].to_numpy(dtype=np.int64)
             counts = np.zeros(len(HIST_EDGES_US), dtype=np.int64)
             totals = np.zeros(len(HIST_EDGES_US), dtype=np.int64)

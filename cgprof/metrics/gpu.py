@@ -9,6 +9,8 @@ looks idle.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pandas as pd
 
@@ -133,7 +135,8 @@ def _merge_masks(starts: list[np.ndarray], ends: list[np.ndarray]) -> list | Non
             ties += len(tied)
             if ties > _MAX_TIES:
                 return None
-            side = "right" if i < j else "left"  # an earlier source's equal rows go first
+            # an earlier source's equal rows go first
+            side: Literal["left", "right"] = "right" if i < j else "left"
             for t in tied.tolist():
                 lo[t] += np.searchsorted(ei[lo[t]:hi[t]], ej[t], side)
             pos += lo

@@ -116,6 +116,7 @@ def group_gaps(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         del prev_holder
     prev_idx = prev_idx.astype(np.int64, copy=False)
     prev_idx[first] = 0
+    assert prev_end is not None  # want_prev_end=True
     prev_end[first] = 0
     return out.assign(
         prev_end_ns=pd.arrays.IntegerArray(prev_end, first.copy()),
@@ -223,7 +224,7 @@ def sweep_chunks(start: np.ndarray, end: np.ndarray, code: np.ndarray | None = N
     for a in range(0, n, step):
         b = min(a + step, n)
         if code is None:
-            groups = [(0, None)]
+            groups: list[tuple[int, np.ndarray | None]] = [(0, None)]
         else:
             cc = code[a:b]
             by = np.argsort(cc, kind="stable")  # radix sort of small codes

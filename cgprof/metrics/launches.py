@@ -10,6 +10,7 @@ they are flagged ``in_capture`` and counted apart.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -119,7 +120,7 @@ def _in_capture(calls: pd.DataFrame) -> np.ndarray:
     tids = calls["global_tid"].to_numpy()
     ev_tid = tids[events]
     capturing = np.unique(ev_tid[marks[events] > 0])
-    spans = []
+    spans: list[tuple[Any, Any, Any]] = []  # (lo, hi, tid): numpy ints
     for tid in capturing:
         mine = events[ev_tid == tid]
         depth = np.cumsum(marks[mine].astype(np.int64))

@@ -566,6 +566,7 @@ def _per_step_family(call_step: np.ndarray, live: np.ndarray | None, fcode: np.n
             bins += plus
         counts += np.bincount(bins, minlength=n * k)[: n * k]
         if d is not None:
+            assert sums is not None  # d is not None: dur is not None
             sums += np.bincount(bins, weights=d.astype(np.float64), minlength=n * k)[: n * k]
     return counts.reshape(n, k), (sums.reshape(n, k) if sums is not None else None)
 
@@ -665,6 +666,7 @@ def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops:
     per_fam, host_fam = _per_step_family(call_step, None if every else live, fcode,
                                          column(calls, "dur_ns").astype(np.int64, copy=False),
                                          n, k)
+    assert host_fam is not None  # dur given: its sums
 
     def fam_col(table: np.ndarray, family: str) -> np.ndarray:
         return table[:, fams.index(family) + 1] if family in fams else np.zeros(n, table.dtype)
@@ -685,7 +687,7 @@ def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops:
     launched = graph_launches > 0
     # Graphs "existed" for a step when an earlier step (in time) replayed one.
     order = np.argsort(start_ns, kind="stable")
-    before = np.cumsum(launched[order]) - launched[order]
+    before: np.ndarray = np.cumsum(launched[order]) - launched[order]
     seen = np.zeros(n, dtype=bool)
     seen[order] = before > 0
     recapture = captured & seen & ~warm_a

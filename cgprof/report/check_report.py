@@ -218,7 +218,8 @@ def _checks(runs: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str, 
     per rank of a multi-rank check (same time, commit, trace and baseline), in order."""
     out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in runs:
-        key = (r.get("time_utc"), r.get("commit"), r.get("source"), r.get("baseline"))
+        key: tuple[Any, ...] = (r.get("time_utc"), r.get("commit"), r.get("source"),
+                                r.get("baseline"))
         if r.get("rank") is None:
             key = ("row", r["id"])
         out.setdefault(key, []).append(r)

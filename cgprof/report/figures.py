@@ -141,6 +141,7 @@ def _busiest_rows(calls: pd.DataFrame, hit: np.ndarray) -> np.ndarray:
     if codes is None or (codes[hit] < 0).any():  # the plain way (also for a NULL id)
         tid = column(calls, "tid").astype(np.int64, copy=False)
         return np.isin(tid, _host_threads(tid[hit]))
+    assert gtid is not None  # codes came from it
     cat_tid = gtid.cat.categories.to_numpy(np.int64) & S.ID_MASK
     per_cat = np.bincount(codes[hit], minlength=len(cat_tid))
     tids, at = np.unique(cat_tid, return_inverse=True)  # categories of one thread id summed
