@@ -27,7 +27,6 @@ import functools
 import sys
 import types
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -384,8 +383,7 @@ def _once(owner: Any, what: tuple[Any, ...], make: Any) -> Any:
     if hit is not None and hit[0]() is owner:
         return hit[1]
     value = make()
-    ref = weakref.ref(owner, cast("Callable[[weakref.ref], None]",
-                                  lambda r, key=key: _forget(key, r)))
+    ref = weakref.ref(owner, functools.partial(_forget, key))
     _MADE[key] = (ref, value)
     return value
 

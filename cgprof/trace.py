@@ -18,11 +18,12 @@ timeline shared by CPU and GPU events; the timeline does not start at 0):
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -1232,8 +1233,7 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     _release_arrow(len(kernels) + len(runtime))
     say("reading memory copies, syncs, graph replays")
     memcpy, memset, sync, graph_trace = (
-        _stored(src, table, cast("Callable[[], pd.DataFrame]",
-                                 lambda table=table: _load_gpu_ops(src, table)))
+        _stored(src, table, functools.partial(_load_gpu_ops, src, table))
         for table in (S.MEMCPY, S.MEMSET, S.SYNC, S.GRAPH_TRACE))
     say("reading NVTX ranges")
     nvtx = _stored(src, S.NVTX, lambda: _load_nvtx(src, strings))

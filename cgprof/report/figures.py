@@ -131,18 +131,26 @@ def _ranked(threads: np.ndarray, counts: np.ndarray) -> list[int]:
     return [int(t) for t in threads[order[:MAX_HOST_ROWS]]]
 
 
+def _tid_categories(calls: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+    """The thread id of each category of a categorical ``global_tid`` (a big trace's,
+    cgprof.trace.COMPACT) and every call's code (-1: NULL); None when the calls hold
+    ``tid`` or their ``global_tid`` is not such a categorical (read ``tid`` then)."""
+    gtid = calls["global_tid"] if "tid" not in calls else None
+    if gtid is None or not isinstance(gtid.dtype, pd.CategoricalDtype) or (
+            gtid.cat.categories.dtype != np.int64):
+        return None
+    return (gtid.cat.categories.to_numpy(np.int64) & S.ID_MASK, gtid.cat.codes.to_numpy())
+
+
 def _busiest_rows(calls: pd.DataFrame, hit: np.ndarray) -> np.ndarray:
     """Which calls are on one of :func:`_host_threads` of the ``hit`` calls' threads. A
-    categorical ``global_tid`` (a big trace's, cgprof.trace.COMPACT) is read through its
-    few categories: no int64 thread id per call (10M calls: 0.16-0.24 GB less)."""
-    gtid = calls["global_tid"] if "tid" not in calls else None
-    codes = (gtid.cat.codes.to_numpy() if gtid is not None and isinstance(
-        gtid.dtype, pd.CategoricalDtype) and gtid.cat.categories.dtype == np.int64 else None)
-    if codes is None or (codes[hit] < 0).any():  # the plain way (also for a NULL id)
+    categorical ``global_tid`` is read through its few categories (:func:`_tid_categories`):
+    no int64 thread id per call (10M calls: 0.16-0.24 GB less)."""
+    cats = _tid_categories(calls)
+    if cats is None or (cats[1][hit] < 0).any():  # the plain way (also for a NULL id)
         tid = column(calls, "tid").astype(np.int64, copy=False)
         return np.isin(tid, _host_threads(tid[hit]))
-    assert gtid is not None  # codes came from it
-    cat_tid = gtid.cat.categories.to_numpy(np.int64) & S.ID_MASK
+    cat_tid, codes = cats
     per_cat = np.bincount(codes[hit], minlength=len(cat_tid))
     tids, at = np.unique(cat_tid, return_inverse=True)  # categories of one thread id summed
     counts = np.bincount(at, weights=per_cat, minlength=len(tids)).astype(np.int64)
@@ -452,13 +460,11 @@ def _thread_index(calls: pd.DataFrame,
     """The distinct thread ids (ascending) of the ``hit`` calls, each hit call's code and
     each code's position among those ids (a call's thread: ``threads[of_code[codes]]``).
     Through a categorical ``global_tid``'s categories when it is one (small codes, no int64
-    thread id per call), as :func:`_busiest_rows` reads them."""
-    gtid = calls["global_tid"] if "tid" not in calls else None
-    if gtid is not None and isinstance(gtid.dtype, pd.CategoricalDtype) and (
-            gtid.cat.categories.dtype == np.int64):
-        codes = gtid.cat.codes.to_numpy()[hit]
+    thread id per call; :func:`_tid_categories`), as :func:`_busiest_rows` reads them."""
+    cats = _tid_categories(calls)
+    if cats is not None:
+        cat_tid, codes = cats[0], cats[1][hit]
         if not len(codes) or codes.min() >= 0:
-            cat_tid = gtid.cat.categories.to_numpy(np.int64) & S.ID_MASK
             used = np.zeros(len(cat_tid), dtype=bool)
             used[codes] = True
             threads, inv = np.unique(cat_tid[used], return_inverse=True)
