@@ -10,6 +10,7 @@ they are flagged ``in_capture`` and counted apart.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -175,6 +176,28 @@ def _in_capture_sweep(calls: pd.DataFrame, begin: np.ndarray, end: np.ndarray) -
 _SUMMARY_COLUMNS = ["family", "calls", "captured_calls", "host_ns", "avg_ns", "names"]
 
 
+@dataclass
+class LaunchCells:
+    """What :func:`launch_summary` counts, before the table: one entry per (family, name,
+    captured) cell that holds a counted call, with its call count and exact int64 host time.
+    The partial of a chunk of calls (docs/chunked.md): cells of several chunks are merged by
+    :func:`launch_table`, as counts and int64 sums add exactly. Family and name are strings,
+    not codes: a chunk's categories need not be another's.
+
+    family, name  str (object arrays); a call without a name is named ``str(value)``
+                  ("nan"), as the table's ``names`` writes it
+    captured      bool: recorded during stream capture
+    calls         int64, > 0
+    host_ns       int64: the cell's summed ``dur_ns``
+    """
+
+    family: np.ndarray
+    name: np.ndarray
+    captured: np.ndarray
+    calls: np.ndarray
+    host_ns: np.ndarray
+
+
 def launch_summary(calls: pd.DataFrame, selected: np.ndarray | None = None) -> pd.DataFrame:
     """Calls and host time per family.
 
@@ -183,64 +206,85 @@ def launch_summary(calls: pd.DataFrame, selected: np.ndarray | None = None) -> p
     names (the distinct suffix-stripped API names in the family, sorted, ';'-joined).
     ``selected``: a bool per call, the calls to count (e.g. the window steps'); None: all.
 
+    The table of the calls' cells (:func:`launch_cells`, :func:`launch_table`): a chunked
+    analysis merges the cells of its chunks the same way.
+    """
+    return launch_table([launch_cells(calls, selected)])
+
+
+def launch_cells(calls: pd.DataFrame, selected: np.ndarray | None = None) -> LaunchCells:
+    """The (family, name, captured) cells of the calls (``selected``: a bool per call, the
+    calls to count; None: all), for :func:`launch_table`.
+
     Over the family and name codes, with no filtered frame (nor row gather) per family: one
-    code per call, ``2 * family + captured`` (``2 * families``: not counted), gives the
-    counts and the exact host sums in one pass each, and the (family, name) pairs present
-    give the names.
+    code per call, ``(family * names + name) * 2 + captured`` (the last code: not counted),
+    gives the counts and the exact host sums in one pass each.
     """
     from cgprof.metrics.intervals import sums_by_code
     from cgprof.metrics.summaries import category_codes
 
     fam, fam_of = category_codes(calls["family"])
-    name, name_of = category_codes(calls["name"])
+    names = calls["name"]
+    name, name_of = category_codes(names)
     counted = fam >= 0
     if selected is not None:
         counted &= selected
-    if ((name < 0) & counted).any():  # a call without a name: pandas' unique() names it
-        frame = calls if selected is None else calls.iloc[np.flatnonzero(selected)]
-        return _launch_summary_frames(frame.reset_index(drop=True))
+    if ((name < 0) & counted).any():
+        # A call without a name: named as str() of the value pandas' unique() gives it (the
+        # rule of the frame path, _launch_summary_frames), through a code per written name.
+        name, name_of = category_codes(names.astype(object).map(str))
     k, width = len(fam_of), len(name_of)
     cap = calls["in_capture"].to_numpy(dtype=bool)
-    # One code per call, (family, name, captured), in one intp array built in place: its
-    # counts and host sums, summed over the names, are the per-(family, captured) figures
-    # (exact int64 sums of exact sums), and the (family, name) pairs present give the names.
     n = 2 * k * width
-    code = fam.astype(np.intp)
+    code = fam.astype(np.intp)  # built in place: one intp array
     code *= width
     code += name
     code *= 2
     code += cap
     code[~counted] = n  # not counted: the last code
-    per3 = np.bincount(code, minlength=n + 1)[:n].reshape(k, width, 2)
-    host3 = sums_by_code(code, column(calls, "dur_ns").astype(np.int64, copy=False),
-                         n + 1)[:n]
+    per_code = np.bincount(code, minlength=n + 1)[:n]
+    host = sums_by_code(code, column(calls, "dur_ns").astype(np.int64, copy=False), n + 1)[:n]
     del code
-    per_code = per3.sum(axis=1).reshape(-1)  # 2 * family + captured
-    host = host3.reshape(k, width, 2).sum(axis=1).reshape(-1)
-    present = per3.sum(axis=2) > 0
+    at = np.flatnonzero(per_code)  # the cells present
+    fam_name = at // 2  # family * width + name (width > 0 wherever a cell is present)
+    return LaunchCells(
+        family=np.asarray([str(v) for v in fam_of[fam_name // max(width, 1)]], dtype=object),
+        name=np.asarray([str(v) for v in name_of[fam_name % max(width, 1)]], dtype=object),
+        captured=(at % 2).astype(bool), calls=per_code[at].astype(np.int64, copy=False),
+        host_ns=host[at])
+
+
+def launch_table(parts: list[LaunchCells]) -> pd.DataFrame:
+    """:func:`launch_summary`'s table of the cells of one or more parts (the chunks of a
+    chunked analysis, in any order): per family in FAMILIES order, the int64 sums of the
+    cells' counts and host times, and the sorted union of their names."""
+    family = np.concatenate([p.family for p in parts]) if parts else np.empty(0, object)
+    name = np.concatenate([p.name for p in parts]) if parts else np.empty(0, object)
+    captured = np.concatenate([p.captured for p in parts]) if parts else np.empty(0, bool)
+    count = np.concatenate([p.calls for p in parts]) if parts else np.empty(0, np.int64)
+    host = np.concatenate([p.host_ns for p in parts]) if parts else np.empty(0, np.int64)
     out = []
-    for family in FAMILIES:
-        at = np.flatnonzero(fam_of == family)
-        if not len(at):
+    for fam in FAMILIES:
+        mine = family == fam
+        if not mine.any():
             continue
-        c = int(at[0])
-        n_live, n_captured = int(per_code[2 * c]), int(per_code[2 * c + 1])
-        if not n_live + n_captured:
-            continue
-        h = int(host[2 * c])
+        live = mine & ~captured
+        n_live = int(count[live].sum())
+        h = int(host[live].sum())
         out.append({
-            "family": family,
+            "family": fam,
             "calls": n_live,
-            "captured_calls": n_captured,
+            "captured_calls": int(count[mine & captured].sum()),
             "host_ns": h,
             "avg_ns": float(h / n_live) if n_live else None,
-            "names": ";".join(sorted({str(v) for v in name_of[present[c]]})),
+            "names": ";".join(sorted(set(name[mine]))),
         })
     return pd.DataFrame(out, columns=_SUMMARY_COLUMNS)
 
 
 def _launch_summary_frames(calls: pd.DataFrame) -> pd.DataFrame:
-    """:func:`launch_summary` by filtering the frame per family (calls without a name)."""
+    """:func:`launch_summary` by filtering the frame per family: the reference the tests
+    hold the cells to (a call without a name included)."""
     out = []
     for family in FAMILIES:
         fam = calls[calls["family"] == family]

@@ -109,6 +109,33 @@ def _replays_of(ops: pd.DataFrame, launches: pd.DataFrame, node_level: bool) -> 
                         cost_model=_cost_model(replays))
 
 
+def merge_replays(parts: list[ReplayResult], node_level: bool) -> ReplayResult:
+    """:func:`graph_replays` of a whole one-process trace from the results of its chunks
+    (docs/chunked.md): each part is ``graph_replays(ops_c, replay_calls_c, node_level)`` of a
+    chunk's graph-launch calls and the GPU ops with their correlation ids, in any order.
+
+    A replay's row depends only on its launch call and the ops of its (pid, corr_id), all in
+    the call's chunk, so the rows are the chunks' rows. The whole run stable-sorts the calls,
+    in ``calls`` row order, by start: the rows are put in (api_start_ns, corr_id) order, which
+    is that order on the traces the chunked path takes (one process, correlation ids rising
+    with the call rows: :func:`cgprof.metrics.chunked.plan`), then numbered again. The summary
+    (a mean in row order, quantiles) and the cost model (np.polyfit) are computed from the
+    merged table, as the whole run computes them: neither merges from the parts' figures."""
+    tables = [p.replays for p in parts if len(p.replays)]
+    if not tables:
+        return _no_replays(node_level)  # what graph_replays gives with no replay, tested
+    merged = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
+    pid = merged["pid"].to_numpy()
+    if int(pid.min()) != int(pid.max()):
+        raise ValueError("merge_replays: replays of more than one process (the row order of "
+                         "their calls is not their correlation-id order)")
+    order = np.lexsort((merged["corr_id"].to_numpy(), merged["api_start_ns"].to_numpy()))
+    replays = merged.take(order).reset_index(drop=True)
+    replays["replay"] = np.arange(len(replays), dtype=np.int64)
+    return ReplayResult(replays=replays, summary=_summary(replays), node_level=node_level,
+                        cost_model=_cost_model(replays))
+
+
 #: The dtypes of REPLAY_COLUMNS as :func:`graph_replays` makes them.
 _REPLAY_DTYPES = {
     "replay": np.int64, "pid": np.int64, "tid": np.int64, "corr_id": np.int64, "api": object,
