@@ -12,7 +12,8 @@ This is the contract the CI gate (``cgprof check``) reads; keys of ``summary`` a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -180,7 +181,97 @@ def graph_coverage(
     :func:`cgprof.metrics.launches.api_calls`; ``call_steps`` is ``StepResult.call_steps``
     (pid, corr_id, step of every attributed call); ``launches``, when the caller has them
     already (the verdict reads them too), are the :class:`StepLaunches` of ``window_steps``.
+
+    One :func:`coverage_partial` over the whole trace, then :func:`merge_coverage_partials`:
+    the chunked analysis runs the same two over chunks of whole steps.
     """
+    if launches is None:
+        launches = StepLaunches.of(calls, window_positions(calls, call_steps, window_steps))
+    return merge_coverage_partials([coverage_partial(window_steps, kernels, calls, launches)],
+                                   window_steps)
+
+
+@dataclass
+class CoveragePartial:
+    """What :func:`coverage_partial` counts over some kernels and API calls (a chunk of whole
+    steps, or the whole trace): sums that add up across chunks, keyed by strings (each chunk's
+    categories may differ) and by window step.
+
+    host            int64 per row of the ``window_steps`` given to :func:`coverage_partial`
+                    (the whole window: global positions): the host ns of the window step's
+                    live kernel launch calls (each (pid, corr_id) once)
+    names           the eager kernels' names (str, distinct; only names with a kernel here)
+    kernels, gpu_ns, launch_host_ns   int64 per name: eager kernels, their GPU ns, the host
+                    ns of their launch calls (a call charged once, to its first kernel)
+    pair_name, pair_api, pair_kernels   per (name, launch API name) pair (str, str, distinct):
+                    the named eager kernels launched by that API
+    pair_first      int64 per pair: its first kernel's row in the whole kernel table (the
+                    launch API's tie rule: the pair seen first in kernel-table order)
+    """
+
+    host: np.ndarray
+    names: np.ndarray
+    kernels: np.ndarray
+    gpu_ns: np.ndarray
+    launch_host_ns: np.ndarray
+    pair_name: np.ndarray
+    pair_api: np.ndarray
+    pair_kernels: np.ndarray
+    pair_first: np.ndarray
+
+    @classmethod
+    def empty(cls, host: np.ndarray) -> CoveragePartial:
+        """No eager kernel: only the launch calls' host time per window step."""
+        text, ints = np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
+        return cls(host=host, names=text, kernels=ints, gpu_ns=ints, launch_host_ns=ints,
+                   pair_name=text, pair_api=text, pair_kernels=ints, pair_first=ints)
+
+    @classmethod
+    def combine(cls, parts: Sequence[CoveragePartial]) -> CoveragePartial:
+        """The partial of the union of the parts' chunks (chunks that share no launch call:
+        each call's kernels are in its own chunk). Exact int64 sums and minimums, so it can
+        fold the chunks in any grouping and order."""
+        if not parts:
+            raise ValueError("no partial to combine")
+        if len(parts) == 1:
+            return parts[0]
+        n = len(parts[0].host)
+        if any(len(p.host) != n for p in parts):
+            raise ValueError("partials of different window steps")
+        host = np.zeros(n, dtype=np.int64)
+        for p in parts:
+            host += p.host
+        code, names = pd.factorize(np.concatenate([p.names for p in parts]))
+        m = len(names)
+
+        def summed(attr: str, codes: np.ndarray, k: int) -> np.ndarray:
+            return sums_by_code(codes, np.concatenate([getattr(p, attr) for p in parts]), k)
+
+        pn = pd.Index(names).get_indexer(np.concatenate([p.pair_name for p in parts]))
+        api_code, apis = pd.factorize(np.concatenate([p.pair_api for p in parts]))
+        pair_code, pairs = pd.factorize(pn.astype(np.int64) * max(len(apis), 1) + api_code)
+        first = np.full(len(pairs), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, pair_code, np.concatenate([p.pair_first for p in parts]))
+        width = max(len(apis), 1)
+        return cls(host=host, names=np.asarray(names, dtype=object),
+                   kernels=summed("kernels", code, m), gpu_ns=summed("gpu_ns", code, m),
+                   launch_host_ns=summed("launch_host_ns", code, m),
+                   pair_name=np.asarray(names, dtype=object)[pairs // width],
+                   pair_api=np.asarray(apis, dtype=object)[pairs % width],
+                   pair_kernels=summed("pair_kernels", pair_code, len(pairs)),
+                   pair_first=first)
+
+
+def merge_coverage_partials(parts: Sequence[CoveragePartial],
+                            window_steps: pd.DataFrame) -> CoverageResult:
+    """The :class:`CoverageResult` of ``window_steps`` (the whole analysis's window steps) from
+    the :func:`coverage_partial` of every chunk, in any order: the summary and the per-step
+    medians read the step table, the eager table the summed partials.
+
+    Each partial's ``host`` is indexed by global window position (one per row of
+    ``window_steps``: summed). Partials measured against each chunk's own window steps (host
+    arrays as long as those, adding up to ``window_steps``) are taken in chunk order and
+    placed end to end instead."""
     ws = window_steps
     n = len(ws)
     gk = ws["graph_kernels"]
@@ -211,9 +302,16 @@ def graph_coverage(
         "fallbacks": len(fall),
         "partial_steps": int(partial.sum()),
     }
-    if launches is None:
-        launches = StepLaunches.of(calls, window_positions(calls, call_steps, ws))
-    top, launch_host = _eager_top(ws, kernels, calls, launches)
+    sizes = [len(p.host) for p in parts]
+    if any(size != n for size in sizes):
+        if sum(sizes) != n:
+            raise ValueError(f"partials of {sizes} window steps, not {n}")
+        at = np.cumsum([0] + sizes[:-1]).tolist()
+        parts = [replace(p, host=np.pad(p.host, (a, n - a - len(p.host))))
+                 for a, p in zip(at, parts, strict=True)]
+    part = CoveragePartial.combine(parts)
+    top = _top_of(part, n)
+    launch_host = part.host.astype(np.float64)
     basis = partial if partial.any() else np.ones(n, dtype=bool)
     per_step = {
         "kernel_launches": _p50(kl[basis]),
@@ -251,16 +349,24 @@ def _launch_keys(kernels: pd.DataFrame, calls: pd.DataFrame,
     return codes[:len(kernels)], codes[len(kernels):]
 
 
-def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
-               launches: StepLaunches) -> tuple[pd.DataFrame, np.ndarray]:
-    """Top eager kernels per window step, and each window step's kernel-launch host time.
+def coverage_partial(window_steps: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
+                     launches: StepLaunches, kernel_rows: np.ndarray | None = None,
+                     ) -> CoveragePartial:
+    """The eager kernels and kernel-launch host time of some steps, as sums to merge
+    (:class:`CoveragePartial`, :func:`merge_coverage_partials`).
+
+    ``window_steps``: the analysis's window steps (all of them, also for a chunk: positions
+    are global); ``calls`` and ``launches``: API calls (a chunk: ``calls.iloc[r0:r1]``) and
+    their :class:`StepLaunches` (with the global window positions); ``kernels``: the kernel
+    rows those calls launched, in kernel-table order, and ``kernel_rows`` their rows in the
+    whole kernel table (None: ``kernels`` is the whole table).
 
     Over row numbers, not frames: the window's kernel launch calls (live, each (pid, corr_id)
     once), the eager kernels matched to them by key, then per-name sums by category code."""
-    n = len(ws)
+    n = len(window_steps)
     host = np.zeros(n, dtype=np.int64)
     if n == 0 or calls.empty:
-        return _empty_top(), host.astype(np.float64)
+        return CoveragePartial.empty(host)
     launch, pos = launches.rows[launches.kernel], launches.pos[launches.kernel]
     kernel_key, launch_key = _launch_keys(kernels, calls, launch)
     # Each (pid, corr_id) once, its first call (as drop_duplicates): one lookup table serves
@@ -271,10 +377,10 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
         first = first_match(launch_key, launch_key) == np.arange(len(launch))
         launch, pos, launch_key = launch[first], pos[first], launch_key[first]
     call_dur = column(calls, "dur_ns", launch).astype(np.int64, copy=False)
-    host = sums_by_code(pos, call_dur, n).astype(np.float64)
+    host = sums_by_code(pos, call_dur, n)
     eager = np.flatnonzero(kernels["graph_node_id"].isna().to_numpy(dtype=bool))
     if len(eager) == 0 or len(launch) == 0:
-        return _empty_top(), host
+        return CoveragePartial.empty(host)
     key = kernel_key[eager]
     if table is not None:  # each eager kernel's launch call
         if table[1]:
@@ -288,9 +394,10 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
         eager, row = eager[hit], row[hit]
     del hit
     if len(eager) == 0:
-        return _empty_top(), host
+        return CoveragePartial.empty(host)
     # One launch call can start several kernels (rare for eager launches): charge its host
-    # time once, to the first kernel.
+    # time once, to the first kernel. (A call's kernels share its correlation id: a chunk
+    # holds them all.)
     seen = np.zeros(len(launch), dtype=bool)
     seen[row] = True
     once = None
@@ -305,60 +412,109 @@ def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
     count = np.zeros(m, dtype=np.int64)
     gpu, api_host = np.zeros(m, dtype=np.int64), np.zeros(m, dtype=np.int64)
     pairs = np.zeros(m * width, dtype=np.int64)  # kernels per (name, API) code pair
-
-    def chunks():
-        """Per chunk of the eager kernels (a named one's name, launch API, GPU and host ns):
-        the per-kernel gathers are a chunk long, not 10M (~0.4 GB at the coverage's peak)."""
-        for a in range(0, len(eager), _TOP_CHUNK):
-            e, r = eager[a:a + _TOP_CHUNK], row[a:a + _TOP_CHUNK]
-            kc, ac = names[e].astype(np.int64), apis[launch[r]].astype(np.int64)
-            api_ns = call_dur[r]
-            if once is not None:
-                api_ns = np.where(once[a:a + _TOP_CHUNK], api_ns, 0)
-            gpu_ns = column(kernels, "dur_ns", e).astype(np.int64, copy=False)
-            named = kc >= 0  # a kernel without a name has no group (pandas drops NaN keys)
-            if not named.all():
-                kc, ac, gpu_ns, api_ns = kc[named], ac[named], gpu_ns[named], api_ns[named]
-            yield kc, ac, gpu_ns, api_ns
-
-    for kc, ac, gpu_ns, api_ns in chunks():
+    pair_first = np.full(m * width, -1, dtype=np.int64)  # each pair's first kernel row
+    # A chunk of the eager kernels at a time (a named one's name, launch API, GPU and host
+    # ns): the per-kernel gathers are a chunk long, not 10M (~0.4 GB at the coverage's peak).
+    for a in range(0, len(eager), _TOP_CHUNK):
+        e, r = eager[a:a + _TOP_CHUNK], row[a:a + _TOP_CHUNK]
+        kc, ac = names[e].astype(np.int64), apis[launch[r]].astype(np.int64)
+        api_ns = call_dur[r]
+        if once is not None:
+            api_ns = np.where(once[a:a + _TOP_CHUNK], api_ns, 0)
+        gpu_ns = column(kernels, "dur_ns", e).astype(np.int64, copy=False)
+        named = kc >= 0  # a kernel without a name has no group (pandas drops NaN keys)
+        if not named.all():
+            kc, ac, e = kc[named], ac[named], e[named]
+            gpu_ns, api_ns = gpu_ns[named], api_ns[named]
         count += np.bincount(kc, minlength=m)
         gpu += sums_by_code(kc, gpu_ns, m)
         api_host += sums_by_code(kc, api_ns, m)
         pair = kc * width + ac
-        pairs += np.bincount(pair[ac >= 0], minlength=m * width)
-    groups = np.flatnonzero(count)
-    if len(groups) == 0:
-        return _empty_top(), host
+        has_api = ac >= 0
+        if not has_api.all():
+            pair, e = pair[has_api], e[has_api]
+        here = np.bincount(pair, minlength=m * width)
+        pairs += here
+        new = (here > 0) & (pair_first < 0)  # pairs met for the first time
+        if new.any():
+            _first_rows(pair_first, pair, e if kernel_rows is None else kernel_rows[e], new)
+    groups, met = np.flatnonzero(count), np.flatnonzero(pairs)
+    label = np.asarray([str(v) for v in name_of[groups]], dtype=object)
+    at = np.full(m, -1, dtype=np.int64)
+    at[groups] = np.arange(len(groups))
+    return CoveragePartial(
+        host=host, names=label, kernels=count[groups], gpu_ns=gpu[groups],
+        launch_host_ns=api_host[groups], pair_name=label[at[met // width]],
+        pair_api=np.asarray([str(v) for v in api_of[met % width]], dtype=object),
+        pair_kernels=pairs[met], pair_first=pair_first[met])
+
+
+def _first_rows(first: np.ndarray, code: np.ndarray, rows: np.ndarray, new: np.ndarray) -> None:
+    """Set ``first[c]``, for each code ``c`` marked in ``new`` (codes that ``code`` holds),
+    to ``rows`` at the first position of ``c`` in ``code``. Prefixes that double in length are
+    searched, and only their rows of codes still unfound sorted: the first kernels of a few
+    hundred (name, API) pairs usually sit in the first step, and a pair first met late costs
+    a pass of lookups, not a sort of every row."""
+    want = new.copy()
+    todo = int(np.count_nonzero(want))
+    a, span = 0, 4096
+    while todo and a < len(code):
+        b = min(a + span, len(code))
+        part = code[a:b]
+        hit = np.flatnonzero(want[part])
+        if len(hit):
+            u, i = np.unique(part[hit], return_index=True)
+            first[u] = rows[a + hit[i]]
+            want[u] = False
+            todo -= len(u)
+        a, span = b, span * 2
+
+
+def _eager_top(ws: pd.DataFrame, kernels: pd.DataFrame, calls: pd.DataFrame,
+               launches: StepLaunches) -> tuple[pd.DataFrame, np.ndarray]:
+    """Top eager kernels per window step, and each window step's kernel-launch host time
+    (float64): :func:`coverage_partial` of the whole trace, finished as the merge does."""
+    part = coverage_partial(ws, kernels, calls, launches)
+    return _top_of(part, len(ws)), part.host.astype(np.float64)
+
+
+def _top_of(part: CoveragePartial, n: int) -> pd.DataFrame:
+    """The eager table (EAGER_TOP_COLUMNS) of ``n`` window steps from their summed partial:
+    the EAGER_TOP_N names of most GPU time, per window step."""
+    if len(part.names) == 0:
+        return _empty_top()
     # most GPU time first, then by name (as sort_values(["gpu_ns", "name"], [False, True]))
-    gpu_per = gpu[groups].astype(np.float64) / n
-    label = [str(name_of[g]) for g in groups]
-    order = sorted(range(len(groups)), key=lambda i: (-gpu_per[i], label[i]))[:EAGER_TOP_N]
-    top_groups = groups[order]
-
-    def first_at(value: int) -> int:  # the first named kernel's position with this pair
-        seen_before = 0
-        for kc, ac, _, _ in chunks():
-            pair = kc * width + ac
-            pair = pair[ac >= 0]
-            hit = np.flatnonzero(pair == value)
-            if len(hit):
-                return seen_before + int(hit[0])
-            seen_before += len(pair)
-        return 0
-
-    top = pd.DataFrame({
+    gpu_per = part.gpu_ns.astype(np.float64) / n
+    label = part.names.tolist()
+    order = sorted(range(len(label)), key=lambda i: (-gpu_per[i], label[i]))[:EAGER_TOP_N]
+    # the launch API table of the kept names: kernels per (kept name, API), and the first
+    # kernel row of each pair for ties (dicts: a few hundred pairs, where a string Index or
+    # factorize costs more than the loop)
+    top_groups = np.asarray(order, dtype=np.int64)
+    kept = {label[i]: j for j, i in enumerate(order)}
+    sel = [i for i, name in enumerate(part.pair_name.tolist()) if name in kept]
+    api_at: dict[str, int] = {}
+    for i in sel:
+        api_at.setdefault(part.pair_api[i], len(api_at))
+    width = max(len(api_at), 1)
+    table = np.zeros((len(order), width), dtype=np.int64)
+    first: dict[int, int] = {}
+    for i in sel:
+        g, a = kept[part.pair_name[i]], api_at[part.pair_api[i]]
+        table[g, a] = part.pair_kernels[i]
+        first[g * width + a] = int(part.pair_first[i])
+    api_of = np.asarray(list(api_at), dtype=object)
+    return pd.DataFrame({
         "name": np.asarray([label[i] for i in order], dtype=object),
-        "kernels": count[top_groups].astype(np.float64) / n,
+        "kernels": part.kernels[top_groups].astype(np.float64) / n,
         "gpu_ns": gpu_per[order],
-        "launch_api": np.asarray(_launch_api(pairs.reshape(m, width), top_groups, api_of,
-                                             first_at), dtype=object),
-        "launch_host_ns": api_host[top_groups].astype(np.float64) / n,
+        "launch_api": np.asarray(_launch_api(table, np.arange(len(order)), api_of,
+                                             first.__getitem__), dtype=object),
+        "launch_host_ns": part.launch_host_ns[top_groups].astype(np.float64) / n,
     })
-    return top, host
 
 
-#: Eager kernels per chunk of :func:`_eager_top`.
+#: Eager kernels per chunk of :func:`coverage_partial`.
 _TOP_CHUNK = 1 << 20
 
 
@@ -366,8 +522,8 @@ def _launch_api(table: np.ndarray, groups: np.ndarray, api_of: np.ndarray,
                 first_at: Any) -> list[str | None]:
     """Per kernel name code in ``groups``, the API name that launched most of its kernels
     (``table``: kernels per (name code, API code)); a tie goes to the (name, API) pair seen
-    first (``first_at(pair code)``: its first position among the named kernels' pairs), as a
-    ``groupby(sort=False)`` counted then sorted stably would order them."""
+    first (``first_at(pair code)``: where its first kernel sits in kernel-table order, e.g. its
+    row), as a ``groupby(sort=False)`` counted then sorted stably would order them."""
     width = table.shape[1]
     out: list[str | None] = []
     for g in groups:
