@@ -38,6 +38,7 @@ assumptions are printed with the estimate.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,35 +127,144 @@ def host_launch_ns(calls: pd.DataFrame, call_steps: pd.DataFrame,
     return _host_launch(calls, launches, np.ones(len(steps), dtype=bool))
 
 
-def _host_launch(calls: pd.DataFrame, launches: StepLaunches,
-                 mine: np.ndarray) -> tuple[float, str]:
-    """:func:`host_launch_ns` over the kernel launches of ``launches`` in steps ``mine``
-    (a bool per row of their steps frame)."""
+def _launch_durations(calls: pd.DataFrame, launches: StepLaunches,
+                      mine: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Host times (ns, int64) of the kernel launches of ``launches`` in steps ``mine`` (a bool
+    per row of their steps frame), and, only when there is none, of every kernel launch of
+    ``calls`` outside capture (else None: h comes from the former, the latter is not read)."""
     def dur(rows: np.ndarray) -> np.ndarray:
         return column(calls, "dur_ns", rows).astype(np.int64, copy=False)
 
     rows = launches.rows[launches.kernel & mine[launches.pos]]
     if len(rows):
-        return _median_int(dur(rows)), "window steps"
+        return dur(rows), None
     sel = family_mask(calls, L.KERNEL_LAUNCH) if len(calls) else np.zeros(0, dtype=bool)
-    if sel.any():
-        return _median_int(dur(sel)), "whole trace"
+    return np.zeros(0, dtype=np.int64), dur(sel)
+
+
+def _host_launch_of(mine: Any, every: Any,
+                    median: Callable[[Any], float]) -> tuple[float, str]:
+    """h and its source from the durations of :func:`_launch_durations` (raw or
+    :class:`ValueCounts`; ``len`` is their count) and the median that reads them."""
+    if len(mine):
+        return median(mine), "window steps"
+    if every is not None and len(every):
+        return median(every), "whole trace"
     return float(DEFAULT_HOST_LAUNCH_NS), "default"
 
 
-def _pre_launch_ns(steps: pd.DataFrame, calls: pd.DataFrame, launches: StepLaunches,
-                   mine: np.ndarray) -> np.ndarray:
-    """Per step: host time from the step's start to its first launch call (0 when none).
-    ``steps`` are the rows ``mine`` (a bool per row) of the steps frame of ``launches``."""
-    index = np.where(mine, np.cumsum(mine) - 1, -1)  # steps-frame row -> row of ``steps``
-    pos = index[launches.pos]
-    hit = pos >= 0
-    none = np.iinfo(np.int64).max
-    first = np.full(len(steps), none, dtype=np.int64)
-    np.minimum.at(first, pos[hit], calls["start_ns"].to_numpy(np.int64)[launches.rows[hit]])
-    f = np.where(first == none, np.nan, first.astype(np.float64))
+def _host_launch(calls: pd.DataFrame, launches: StepLaunches,
+                 mine: np.ndarray) -> tuple[float, str]:
+    """:func:`host_launch_ns` over the kernel launches of ``launches`` in steps ``mine``
+    (a bool per row of their steps frame)."""
+    return _host_launch_of(*_launch_durations(calls, launches, mine), _median_int)
+
+
+#: No launch call in the step (:func:`_first_launch_ns`).
+_NO_LAUNCH = np.iinfo(np.int64).max
+
+
+def _first_launch_ns(calls: pd.DataFrame, launches: StepLaunches,
+                     mine: np.ndarray) -> np.ndarray:
+    """Per row of the steps frame of ``launches`` (``mine``: a bool per row): the start of its
+    first live launch call (kernel or graph) for a step in ``mine``, else and when none
+    _NO_LAUNCH. int64 ns, so that the first launches of two sets of calls merge as the
+    element-wise minimum."""
+    hit = mine[launches.pos]
+    first = np.full(len(mine), _NO_LAUNCH, dtype=np.int64)
+    np.minimum.at(first, launches.pos[hit], column(calls, "start_ns", launches.rows[hit]).astype(
+        np.int64, copy=False))
+    return first
+
+
+def _pre_launch_ns(steps: pd.DataFrame, first: np.ndarray) -> np.ndarray:
+    """Per step of ``steps``: host time from its start to its first launch call (0 when none),
+    ``first`` the :func:`_first_launch_ns` of those steps."""
+    f = np.where(first == _NO_LAUNCH, np.nan, first.astype(np.float64))
     pre = f - steps["start_ns"].to_numpy(np.float64)
     return np.where(np.isnan(pre), 0.0, np.maximum(pre, 0.0))
+
+
+@dataclass(frozen=True, eq=False)
+class ValueCounts:
+    """A multiset of int64 values: the distinct ``values`` (ascending) and how many times
+    each occurs (``counts``, int64). What a median needs of 10M launch durations, in the
+    size of their distinct values; two merge exactly (:meth:`merge`)."""
+
+    values: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> ValueCounts:
+        v, c = np.unique(np.asarray(values, dtype=np.int64), return_counts=True)
+        return cls(v, c.astype(np.int64, copy=False))
+
+    @classmethod
+    def merge(cls, parts: list[ValueCounts]) -> ValueCounts:
+        if not parts:
+            return cls.of(np.zeros(0, dtype=np.int64))
+        v, inverse = np.unique(np.concatenate([p.values for p in parts]), return_inverse=True)
+        c = np.zeros(len(v), dtype=np.int64)
+        np.add.at(c, inverse, np.concatenate([p.counts for p in parts]))
+        return cls(v, c)
+
+    def __len__(self) -> int:
+        return int(self.counts.sum())
+
+    def median(self) -> float:
+        """:func:`_median_int` of the values, bit for bit: the same two order statistics,
+        added the same way."""
+        cum = np.cumsum(self.counts)
+        n = int(cum[-1])
+
+        def kth(k: int) -> float:  # the k-th smallest (0-based)
+            return float(self.values[np.searchsorted(cum, k, "right")])
+
+        high = kth(n // 2)
+        return high if n % 2 else (kth(n // 2 - 1) + high) / 2
+
+
+@dataclass(frozen=True, eq=False)
+class VerdictPartial:
+    """What the verdict reads of the API calls, for a chunk of them or, merged
+    (:func:`merge_verdict_partials`), for all: the durations of the live kernel launch calls
+    in eager window steps (``mine``) and, only while there are none of those, of every live
+    kernel launch (``every``, None once ``mine`` has one); and each eager window step's first
+    live launch call start (``first_launch_ns``, :func:`_first_launch_ns`, int64 per window
+    step).
+    Its size: the distinct durations plus one int64 per window step."""
+
+    mine: ValueCounts
+    every: ValueCounts | None
+    first_launch_ns: np.ndarray
+
+    def host_launch(self) -> tuple[float, str]:
+        """h and its source, as :func:`_host_launch` gives them on the whole trace."""
+        return _host_launch_of(self.mine, self.every, ValueCounts.median)
+
+
+def verdict_partial(calls: pd.DataFrame, launches: StepLaunches,
+                    is_eager: np.ndarray) -> VerdictPartial:
+    """The :class:`VerdictPartial` of some API calls (a chunk's: rows ``[r0, r1)`` of the
+    trace's calls); ``launches`` their :class:`StepLaunches`, whose ``pos`` are rows of the
+    window step table (global positions); ``is_eager`` a bool per window step (its mode is
+    "eager"), over every window step."""
+    mine, every = _launch_durations(calls, launches, is_eager)
+    return VerdictPartial(ValueCounts.of(mine), None if every is None else ValueCounts.of(every),
+                          _first_launch_ns(calls, launches, is_eager))
+
+
+def merge_verdict_partials(parts: list[VerdictPartial]) -> VerdictPartial:
+    """The :class:`VerdictPartial` of the union of the partials' calls (at least one part).
+    Associative: a driver may fold each chunk's partial into a running one
+    (``merge_verdict_partials([acc, part])``), so that only two sets of durations meet."""
+    mine = ValueCounts.merge([p.mine for p in parts])
+    every = None if len(mine) else ValueCounts.merge(
+        [p.every for p in parts if p.every is not None])
+    first = parts[0].first_launch_ns.copy()
+    for p in parts[1:]:
+        np.minimum(first, p.first_launch_ns, out=first)
+    return VerdictPartial(mine, every, first)
 
 
 def estimate_graphed(steps: pd.DataFrame, pre_ns: np.ndarray, h_ns: float,
@@ -181,6 +291,23 @@ _STEP_COLUMNS = ["step", "start_ns", "effective_ns", "kernel_launches", "graph_l
                  "sync_calls", "gpu_ops", "gpu_busy_ns", "busy_pct", "launch_bound"]
 
 
+def _calls_of(steps: pd.DataFrame, calls: pd.DataFrame | None,
+              call_steps: pd.DataFrame | None,
+              launches: StepLaunches | None) -> tuple[pd.DataFrame, StepLaunches]:
+    """The API calls :func:`verdict` was given (none: an empty frame) and the
+    :class:`StepLaunches` of ``steps`` in them."""
+    if calls is None:
+        calls = pd.DataFrame({c: pd.Series(dtype="int64") for c in
+                              ("pid", "corr_id", "start_ns", "dur_ns")}).assign(
+            family=pd.Series(dtype="object"), in_capture=pd.Series(dtype="bool"))
+    if call_steps is None:
+        call_steps = pd.DataFrame({c: pd.Series(dtype="int64") for c in ("pid", "corr_id",
+                                                                           "step")})
+    if launches is None:
+        launches = StepLaunches.of(calls, window_positions(calls, call_steps, steps))
+    return calls, launches
+
+
 def verdict(
     steps: pd.DataFrame,
     replays: Any = None,
@@ -189,13 +316,17 @@ def verdict(
     call_steps: pd.DataFrame | None = None,
     graph_trace_mode: str | None = None,
     launches: StepLaunches | None = None,
+    partial: VerdictPartial | None = None,
 ) -> Verdict:
     """Summarise the window's steps into a verdict (see module doc for the estimate).
 
     steps: the window steps (``StepResult.window_steps()``); replays: ReplayResult of the
     window; coverage: CoverageResult; calls / call_steps: API calls and their steps (for this
     host's launch cost and the host time before each step's first launch); launches: the
-    :class:`~cgprof.metrics.coverage.StepLaunches` of ``steps``, when the caller has them.
+    :class:`~cgprof.metrics.coverage.StepLaunches` of ``steps``, when the caller has them;
+    partial: instead of calls, call_steps and launches (then not read), what the verdict reads
+    of them, for a caller without a frame of every call (the chunked analysis: the
+    :func:`merge_verdict_partials` of each chunk's :func:`verdict_partial`).
     """
     if steps.empty:
         return Verdict(kind="no steps", lines=["no steps to judge"])
@@ -218,16 +349,13 @@ def verdict(
     if v.eager_step_p50_ns and v.graph_step_p50_ns:
         v.measured_speedup = v.eager_step_p50_ns / v.graph_step_p50_ns
 
-    if calls is None:
-        calls = pd.DataFrame({c: pd.Series(dtype="int64") for c in
-                              ("pid", "corr_id", "start_ns", "dur_ns")}).assign(
-            family=pd.Series(dtype="object"), in_capture=pd.Series(dtype="bool"))
-    if call_steps is None:
-        call_steps = pd.DataFrame({c: pd.Series(dtype="int64") for c in ("pid", "corr_id",
-                                                                           "step")})
-    if launches is None:
-        launches = StepLaunches.of(calls, window_positions(calls, call_steps, steps))
-    h, h_source = _host_launch(calls, launches, is_eager)
+    if partial is None:
+        calls, launches = _calls_of(steps, calls, call_steps, launches)
+        h, h_source = _host_launch(calls, launches, is_eager)
+        first = _first_launch_ns(calls, launches, is_eager)
+    else:
+        h, h_source = partial.host_launch()
+        first = partial.first_launch_ns
     gap = float(NODE_GAP_NS)
     gap_source = "H200 node-level traces"
     own_gap = replays.summary["median_gap_ns"]["p50"] if has_replays else None
@@ -242,7 +370,7 @@ def verdict(
         "graph_launch_per_node_ns": GRAPH_LAUNCH_PER_NODE_H * h,
     }
     if len(eager):
-        pre = _pre_launch_ns(eager, calls, launches, is_eager)
+        pre = _pre_launch_ns(eager, first[is_eager])
         est = estimate_graphed(eager, pre, h, gap)
         v.assumptions["kept_host_ns_p50"] = float(np.median(pre))
         v.assumptions["synced_steps"] = float((eager["sync_calls"] > 0).sum())
