@@ -233,6 +233,72 @@ class PidFilter:
         return hit if self.keep else ~hit
 
 
+class RowRange:
+    """Some rows of a one-process trace, for its analysis in chunks (cgprof.metrics.chunked):
+    of the activity tables in ``tables`` only (None: all but the NVTX events, which the
+    chunks read once, whole), the API calls that start in ``start`` = [lo, hi) and the GPU
+    rows whose correlation id is in ``corr`` = [lo, hi] (None: every row). Applied by a
+    :class:`Source` as a :class:`PidFilter` is, within the scan, so that the other rows are
+    never held together; of an nsys table or of a cache entry's frame of it (``T.frame``)."""
+
+    keep = False  # (what load_part's checks read: the rows are not one process's)
+    ACTIVITY = (S.KERNEL, S.RUNTIME, S.MEMCPY, S.MEMSET, S.SYNC, S.GRAPH_TRACE, S.NVTX)
+    GPU = (S.KERNEL, S.MEMCPY, S.MEMSET, S.SYNC, S.GRAPH_TRACE)
+
+    def __init__(self, start: tuple[int, int] | None = None,
+                 corr: tuple[int, int] | None = None, tables: Any = None,
+                 gpu_start: tuple[int, int] | None = None) -> None:
+        self.start = None if start is None else (int(start[0]), int(start[1]) - 1)
+        self.corr = None if corr is None else (int(corr[0]), int(corr[1]))
+        self.gpu_start = None if gpu_start is None else (int(gpu_start[0]),
+                                                          int(gpu_start[1]) - 1)
+        self.tables = (frozenset(t for t in self.ACTIVITY if t != S.NVTX) if tables is None
+                       else frozenset(tables))
+
+    @staticmethod
+    def _table(table: str) -> str:
+        return table[: -len(".frame")] if table.endswith(".frame") else table
+
+    def none_of(self, table: str) -> bool:
+        t = self._table(table)
+        return t in self.ACTIVITY and t not in self.tables
+
+    def column(self, table: str, columns: list[str]) -> str | None:
+        if self.none_of(table):
+            return columns[0] if columns else None
+        t = self._table(table)
+        names: tuple[str, ...] = ()
+        if t == S.RUNTIME and self.start is not None:
+            names = ("start", "start_ns")
+        elif t in self.GPU and self.gpu_start is not None:
+            names = ("start", "start_ns")
+        elif t in self.GPU and self.corr is not None:
+            names = ("correlationId", "corr_id")
+        return next((c for c in names if c in columns), None)
+
+    def _bounds(self, table: str, col: str) -> tuple[int, int]:
+        """Inclusive bounds of ``col``'s values in ``table`` (empty: lo > hi)."""
+        if col in ("start", "start_ns"):
+            bounds = self.start if self._table(table) == S.RUNTIME else self.gpu_start
+        else:
+            bounds = self.corr
+        assert bounds is not None  # column() names a bounded column only
+        return bounds
+
+    def sql(self, col: str, table: str = "") -> str:
+        lo, hi = self._bounds(table, col)
+        return f'("{col}" >= {lo} AND "{col}" <= {hi})' if lo <= hi else "FALSE"
+
+    def mask(self, values: Any, col: str, table: str = "") -> Any:
+        """The condition on the Arrow column ``col`` of ``table`` (its values), as a numpy
+        bool array."""
+        import numpy as np
+
+        lo, hi = self._bounds(table, col)
+        v = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
+        return (v >= lo) & (v <= hi)
+
+
 def pid_sql(col: str) -> str:
     """The process of a row, in SQL, from its global id column ``col`` (NULL: process 0)."""
     return f'((COALESCE("{col}", 0) >> {S.PID_SHIFT}) & {S.ID_MASK})'
@@ -267,7 +333,7 @@ class Source:
         #: tables read so far (not read ahead again)
         self._read_tables: set[str] = set()
         #: when set, every read keeps these processes' rows only (:class:`PidFilter`)
-        self.pid_filter: PidFilter | None = None
+        self.pid_filter: PidFilter | RowRange | None = None
 
     def read(self, table: str, columns: list[str]) -> Any:
         """The named columns of ``table`` (all of them must exist) as a pyarrow.Table."""
@@ -313,7 +379,9 @@ class Source:
         col = f.column(table, columns) if f is not None else None
         if col is None or f is None:
             return ""
-        return "FALSE" if f.none_of(table) else f.sql(col)
+        if f.none_of(table):
+            return "FALSE"
+        return f.sql(col, table) if isinstance(f, RowRange) else f.sql(col)
 
     def read_ahead(self, table: str, columns: list[str]) -> None:
         """Start reading ``table``'s columns now, in a thread; the later :meth:`read` of the
@@ -419,7 +487,7 @@ class SqliteSource(Source):
         """A function reading ``table``'s rows of the one process :attr:`pid_filter` keeps
         from :attr:`spill`, or None when the spill does not hold them."""
         f = self.pid_filter
-        if (self.spill is None or f is None or not f.keep or len(f.pids) != 1
+        if (self.spill is None or not isinstance(f, PidFilter) or not f.keep or len(f.pids) != 1
                 or f.column(table, columns) is None or f.none_of(table)
                 or not self.spill.holds(table, columns)):
             return None
@@ -858,8 +926,15 @@ class DirSource(Source):
         none = self.pid_filter.none_of(f.name[: -len(self.suffix)])
         with self._batches(f, columns) as (schema, batches):
             kept = [] if none else [
-                b.filter(pa.array(self.pid_filter.mask(b.column(col)))) for b in batches]
+                b.filter(pa.array(self._mask(b.column(col), col, f.name))) for b in batches]
         return pa.Table.from_batches(kept, schema=schema)
+
+    def _mask(self, values: Any, col: str, file_name: str) -> Any:
+        f = self.pid_filter
+        assert f is not None
+        if isinstance(f, RowRange):
+            return f.mask(values, col, file_name[: -len(self.suffix)])
+        return f.mask(values)
 
     @contextlib.contextmanager
     def _batches(self, f: Path, columns: list[str]) -> Any:

@@ -1013,6 +1013,29 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
     return trace
 
 
+def load_rows(path: str | Path, rows: E.RowRange, progress: Progress | None = None) -> Trace:
+    """The rows ``rows`` keeps of the trace at ``path`` (an SQLite export, nsys's
+    parquetdir/arrowdir export), from its cache entry when there is one: a chunk of a
+    one-process trace (cgprof.metrics.chunked), read with the filter in the scan. No cache
+    entry is written; the frames are the whole trace's rows, in its order."""
+    from cgprof import cache as C
+
+    path = Path(path)
+    say = progress or (lambda _msg: None)
+    hit = C.lookup(path, None) if C.enabled() and path.is_file() else None
+    if hit is not None:
+        hit.pid_filter = rows
+        try:
+            trace = _load_tables(hit, path, say)
+        finally:
+            hit.close()
+        trace.shed()
+    else:
+        trace = _load_source(path, path, say, False, pid_filter=rows)
+    _release_arrow(len(trace.stored("kernels")) + len(trace.stored("runtime")))
+    return trace
+
+
 def _cached(path: Path, part: str | None, say: Progress) -> Trace | None:
     """The trace at ``path`` (or its ``part``) read from its cache entry, not yet checked;
     None when there is none, or it cannot be read (a broken entry costs a re-read, never the
@@ -1128,7 +1151,7 @@ def _named_damage(src: E.Source, path: Path) -> Iterator[None]:
 
 
 def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
-                 pid_filter: E.PidFilter | None = None, part: str | None = None,
+                 pid_filter: E.PidFilter | E.RowRange | None = None, part: str | None = None,
                  spill: E.Spill | None = None) -> Trace:
     """Read ``src_path`` (``pid_filter``: some processes' rows only, then cached as entry
     ``part`` of ``path``, or not at all without one; ``spill``: see :func:`load_part`)."""

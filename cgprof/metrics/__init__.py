@@ -338,7 +338,25 @@ def analyze(
     # (10M cached, three runs each: peak RSS 2.42-2.46 -> 2.38-2.42 x 10^6 KB, the same
     # time; a trace under engine.RELEASE_MIN_ROWS rows keeps its heap).
     release_memory(len(trace.stored("kernels")) + len(trace.stored("runtime")))
-    info = {
+    info = _info(trace, calls, ranges, steps, window, win_steps)
+    return AnalysisResult(
+        info=info,
+        launches=launch_table,
+        **summaries,
+        gaps=gaps,
+        replays=replays,
+        steps=steps,
+        verdict=v,
+        trace=trace,
+        coverage=coverage,
+        step_gaps=step_gaps if step_gaps is not None else gaps.gaps,
+    )
+
+
+def _info(trace: Trace, calls: pd.DataFrame, ranges: pd.DataFrame, steps: StepResult,
+          window: tuple[int, int] | None, win_steps: pd.DataFrame) -> dict[str, Any]:
+    """:attr:`AnalysisResult.info`."""
+    return {
         "path": str(trace.path),
         "nsys_version": trace.meta.nsys_version,
         "schema_version": trace.meta.schema_version,
@@ -361,16 +379,3 @@ def analyze(
         "steps": int(len(steps.steps)),
         "steps_skipped": steps.skipped,
     }
-    return AnalysisResult(
-        info=info,
-        launches=launch_table,
-        **summaries,
-        gaps=gaps,
-        replays=replays,
-        steps=steps,
-        verdict=v,
-        trace=trace,
-        coverage=coverage,
-        step_gaps=step_gaps if step_gaps is not None else gaps.gaps,
-    )
-

@@ -205,6 +205,14 @@ def classify_steps(result: StepResult, gaps: pd.DataFrame) -> None:
     per = _wait_per_step_chunked(gaps, wait_rows, cs, n, result._lookup())
     if per is None:
         per = _wait_per_step(gaps, wait_rows, cs, n)
+    fill_launch_wait(result, per)
+
+
+def fill_launch_wait(result: StepResult, per: np.ndarray) -> None:
+    """Fill ``launch_wait_ns`` (``per``: int64 ns per step) and ``launch_bound`` (in place):
+    what :func:`classify_steps` does with the sums, for a caller that summed the launch-bound
+    gaps itself (cgprof.metrics.gaps.measure_gaps_reduced, without a gap table)."""
+    st = result.steps
     dur = st["dur_ns"].to_numpy(np.int64)
     busy = st["gpu_busy_ns"].to_numpy(np.int64)
     idle = np.maximum(dur - busy, 0)
@@ -319,10 +327,47 @@ def compute_steps(
     skip: int = 0,
 ) -> StepResult:
     """Measure every step; see the module doc for how work is attributed."""
+    inst = step_instances(trace, calls, ops, step, skip)
+    steps, call_steps, lookup = _measure(inst.ranges, inst.table, calls, ops,
+                                         whole=inst.source == "whole-trace")
+    return inst.result(steps, call_steps, lookup)
+
+
+@dataclass
+class StepInstances:
+    """The chosen step instances, before they are measured: ``table`` (one row per step, in
+    step order, after --skip; its ``index`` is the position among all instances), the NVTX
+    ``ranges`` they were chosen from (cgprof.metrics.summaries.nvtx_ranges) and the choice."""
+
+    table: pd.DataFrame
+    ranges: pd.DataFrame
+    choice: StepChoice
+    skipped: int
+    total: int
+
+    @property
+    def source(self) -> str:
+        return self.choice.source
+
+    def result(self, steps: pd.DataFrame, call_steps: pd.DataFrame,
+               lookup: tuple | None) -> StepResult:
+        """The :class:`StepResult` of these instances, measured."""
+        c = self.choice
+        return StepResult(steps=steps, name=c.name, source=c.source, skipped=self.skipped,
+                          total_instances=self.total, call_steps=call_steps, rule=c.rule,
+                          candidates=c.candidates, lookup=lookup)
+
+
+def step_instances(trace: Trace, calls: pd.DataFrame, ops: pd.DataFrame | None,
+                   step: str | None = None, skip: int = 0) -> StepInstances:
+    """The step instances :func:`compute_steps` measures (``ops``: read only for a
+    whole-trace step, None when the caller knows the steps come from NVTX ranges)."""
     ranges = nvtx_ranges(trace)  # once, for the choice and the steps' groups
     choice = _choose(trace, step, calls, ranges)
     sel, name, source = choice.ranges, choice.name, choice.source
     if source == "whole-trace":
+        if ops is None:
+            raise ValueError("a whole-trace step needs the GPU ops")
         inst = _whole_trace_step(trace, calls, ops)
     else:
         inst = sel.sort_values(["start_ns", "global_tid"], kind="stable").reset_index(drop=True)
@@ -334,10 +379,22 @@ def compute_steps(
         raise AnalysisError(
             f"{trace.path}: --skip {skip} leaves no steps ({total} instances of {name})")
     inst = inst.assign(index=np.arange(total, dtype=np.int64)).iloc[skip:].reset_index(drop=True)
-    steps, call_steps, lookup = _measure(ranges, inst, calls, ops, whole=source == "whole-trace")
-    return StepResult(steps=steps, name=name, source=source, skipped=skip, total_instances=total,
-                      call_steps=call_steps, rule=choice.rule, candidates=choice.candidates,
-                      lookup=lookup)
+    return StepInstances(table=inst, ranges=ranges, choice=choice, skipped=skip, total=total)
+
+
+def measure_chunk(inst: StepInstances, s0: int, s1: int, calls: pd.DataFrame,
+                  ops: pd.DataFrame, replayed_before: bool
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The step table rows of steps ``[s0, s1)`` (rows of ``inst.table``) and their
+    call_steps, from the chunk's own API calls and GPU ops (cgprof.metrics.chunked's
+    contract): what :func:`compute_steps` gives for those steps. ``replayed_before``: a step
+    before ``s0`` launched a graph (what decides recapture and fallback)."""
+    sub = inst.table.iloc[s0:s1].reset_index(drop=True)
+    steps, call_steps, _ = _measure(inst.ranges, sub, calls, ops, whole=False, first_step=s0,
+                                    replayed_before=replayed_before)
+    if s0 and len(call_steps):
+        call_steps = call_steps.assign(step=call_steps["step"].to_numpy() + s0)
+    return steps, call_steps
 
 
 def _whole_trace_step(trace: Trace, calls: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
@@ -640,9 +697,12 @@ def _busy_per_step_chunked(step: np.ndarray, start: np.ndarray, end: np.ndarray,
 
 
 def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops: pd.DataFrame,
-             whole: bool) -> tuple[pd.DataFrame, pd.DataFrame, tuple | None]:
+             whole: bool, first_step: int = 0, replayed_before: bool = False
+             ) -> tuple[pd.DataFrame, pd.DataFrame, tuple | None]:
     """The step table and call_steps; numpy over the few columns needed, each call and op
-    given its step once, counts and sums per step by ``np.bincount``."""
+    given its step once, counts and sums per step by ``np.bincount``. ``first_step``: the
+    step number of ``inst``'s first row, ``replayed_before``: an earlier step launched a
+    graph (both for a chunk of the steps: :func:`measure_chunk`)."""
     n = len(inst)
     idx = np.arange(n)
     if whole:
@@ -689,7 +749,7 @@ def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops:
     order = np.argsort(start_ns, kind="stable")
     before: np.ndarray = np.cumsum(launched[order]) - launched[order]
     seen = np.zeros(n, dtype=bool)
-    seen[order] = before > 0
+    seen[order] = (before > 0) | replayed_before
     recapture = captured & seen & ~warm_a
     mode = np.select([captured & ~recapture, warm_a, launched],
                      ["capture", "warmup", "graph"], default="eager")
@@ -753,7 +813,7 @@ def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops:
                          where=eff_ok)
     # Graph-granularity rows hide the replay's inside: its kernels and gaps are unknown.
     out = pd.DataFrame({
-        "step": idx,
+        "step": idx + first_step if first_step else idx,
         "index": inst["index"].to_numpy(np.int64),
         "payload": pd.array(inst["payload"], dtype="Int64"),
         "group": groups,
