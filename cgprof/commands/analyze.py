@@ -86,6 +86,31 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = Fal
     return result if html else result.light(kw["gap_limit"])
 
 
+def _analyze_chunked(path: Path, step, skip, min_gap_us, say):
+    """A one-process trace whose whole analysis would exceed the memory cap, read a chunk of
+    steps at a time (cgprof.metrics.chunked.analyze_path): its light result, or None when
+    the trace is not one that path takes (analysed whole then, the cap noted at the end)."""
+    import os
+
+    from cgprof import engine as E
+    from cgprof.metrics.chunked import analyze_path, chunk_rows
+
+    if path.suffix.lower() == ".nsys-rep":
+        return None
+    rows = chunk_rows(E.parse_size(E.memory_limit()))
+    forced = os.environ.get("CGPROF_CHUNK_STEPS", "").strip()
+
+    def planned(chunks: int) -> None:
+        need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
+        click.echo(f"cgprof: note: {path}: read a chunk of steps at a time ({chunks} "
+                   f"chunks): its whole analysis would hold ~{need / 1e9:.1f} GB, above the "
+                   f"memory cap {E.memory_limit()}", err=True)
+
+    return analyze_path(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=say,
+                        chunk_steps=int(forced) if forced else None, chunk_rows=rows,
+                        planned=planned)
+
+
 @click.command("analyze")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--step", "step", metavar="NAME[@DOMAIN]",
@@ -175,16 +200,18 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
         else:
             for path in traces:
                 try:
-                    apart = None
+                    apart, chunked = None, None
                     if over[path]:
                         from cgprof.ranks import apart_heads
 
                         apart = apart_heads(path)
                         if apart:
                             note_apart(path, len(apart))
-                    results.append(_analyze_one(path, step, skip, min_gap_us, rank, say,
-                                                html=html_out is not None,
-                                                all_gaps=all_gaps, apart=apart))
+                        elif html_out is None and not all_gaps and rank is None:
+                            chunked = _analyze_chunked(path, step, skip, min_gap_us, say)
+                    results.append(chunked if chunked is not None else _analyze_one(
+                        path, step, skip, min_gap_us, rank, say, html=html_out is not None,
+                        all_gaps=all_gaps, apart=apart))
                 finally:
                     _clear(say)
         one = results[0]

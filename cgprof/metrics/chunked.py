@@ -1,0 +1,412 @@
+"""Analysing a one-process trace in chunks of whole steps (docs/chunked.md), so that a trace
+whose whole analysis would exceed the memory cap is analysed within it: :func:`analyze_path`.
+
+The chunk contract every partial and merge function is written against:
+
+- ``calls`` is :func:`cgprof.metrics.launches.api_calls` of the whole trace (sorted by
+  ``start_ns``), ``ops`` is :func:`cgprof.metrics.gpu.gpu_ops`.
+- A chunk is a run of consecutive steps; its API calls are the rows ``[r0, r1)`` of
+  ``calls`` that start from its first step's start up to the next chunk's first step's start
+  (the first chunk from the trace's start, the last to its end). With the steps one after
+  another in time (no overlap) every call of a step is in its step's chunk.
+- Its GPU work (ops, kernels, copies, memsets, graph rows) is what its calls launched: the
+  rows whose (pid, corr_id) is a call of the chunk. On the traces this path takes
+  (:func:`plan`), correlation ids rise with the calls' start, so that is a correlation-id
+  range ``[corr_lo, corr_hi]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cgprof import engine as E
+from cgprof.engine import release_memory
+from cgprof.metrics import AnalysisResult
+from cgprof.metrics import launches as L
+from cgprof.metrics.coverage import (
+    CoverageResult,
+    StepLaunches,
+    coverage_partial,
+    family_mask,
+    merge_coverage_partials,
+    window_positions,
+)
+from cgprof.metrics.gaps import GapResult
+from cgprof.metrics.gpu import gpu_ops
+from cgprof.metrics.launches import api_calls, launch_cells, launch_table
+from cgprof.metrics.replays import ReplayResult, graph_replays, merge_replays
+from cgprof.metrics.steps import StepResult, measure_chunk, step_instances
+from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_summary
+from cgprof.metrics.verdict import (
+    VerdictPartial,
+    merge_verdict_partials,
+    verdict,
+    verdict_partial,
+)
+from cgprof.trace import constant_value, distinct_pids
+
+__all__ = ["Chunk", "plan", "cut_calls", "rows_of_corr"]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk: steps ``[s0, s1)`` (rows of the step table), API-call rows ``[r0, r1)``
+    of ``calls``, and the correlation ids of those calls, ``[corr_lo, corr_hi]`` (an empty
+    range, corr_lo > corr_hi, when the chunk has no call)."""
+
+    s0: int
+    s1: int
+    r0: int
+    r1: int
+    corr_lo: int
+    corr_hi: int
+
+
+def cut_calls(call_start: np.ndarray, step_start: np.ndarray, chunk_steps: int) -> list[
+        tuple[int, int, int, int]]:
+    """The (s0, s1, r0, r1) of each chunk of ``chunk_steps`` steps: ``call_start`` is the
+    calls' start_ns (ascending), ``step_start`` the steps' (ascending)."""
+    n = len(step_start)
+    if chunk_steps < 1:
+        raise ValueError("chunk_steps must be 1 or more")
+    firsts = list(range(0, n, chunk_steps)) or [0]
+    cuts = [0] + [int(np.searchsorted(call_start, step_start[s], "left")) for s in firsts[1:]]
+    cuts.append(len(call_start))
+    bounds = firsts + [n]
+    return [(bounds[i], bounds[i + 1], cuts[i], cuts[i + 1]) for i in range(len(firsts))]
+
+
+def plan(calls: pd.DataFrame, steps: pd.DataFrame, chunk_steps: int) -> list[Chunk] | None:
+    """The chunks of ``chunk_steps`` steps of the step table ``steps`` (its start_ns, in
+    step order), or None when this trace is not one the chunked path takes: calls of more
+    than one process, steps that overlap in time or are not in start order, correlation ids
+    that do not rise with the calls."""
+    if not len(steps):
+        return None
+    pid = calls["pid"].to_numpy()
+    if len(pid) and (pid.min() != pid.max()):
+        return None
+    s_start = steps["start_ns"].to_numpy(np.int64)
+    s_end = steps["end_ns"].to_numpy(np.int64)
+    if (np.diff(s_start) < 0).any() or (s_start[1:] < s_end[:-1]).any():
+        return None
+    corr = calls["corr_id"].to_numpy()
+    if corr.dtype != np.int64 or (len(corr) > 1 and not (corr[1:] > corr[:-1]).all()):
+        return None
+    start = calls["start_ns"].to_numpy()
+    out = []
+    for s0, s1, r0, r1 in cut_calls(start, s_start, chunk_steps):
+        lo, hi = (int(corr[r0]), int(corr[r1 - 1])) if r1 > r0 else (0, -1)
+        out.append(Chunk(s0, s1, r0, r1, lo, hi))
+    return out
+
+
+def rows_of_corr(corr: np.ndarray, chunk: Chunk) -> np.ndarray:
+    """The rows (ascending) of a GPU table whose correlation ids ``corr`` fall in the
+    chunk's range: the work its calls launched."""
+    return np.flatnonzero((corr >= chunk.corr_lo) & (corr <= chunk.corr_hi))
+
+
+#: Steps per chunk when the caller does not say.
+CHUNK_STEPS = 1000
+
+
+def chunk_rows(cap_bytes: int) -> int:
+    """Kernels + API calls per chunk under a memory cap of ``cap_bytes``: a quarter of what
+    a whole analysis could hold within it (cgprof.engine.whole_analysis_bytes), the rest
+    for what the chunks keep (the calls' narrow columns, the GPU timeline for the gaps)."""
+    return max(_MIN_CHUNK_ROWS, (cap_bytes - E.WHOLE_BYTES_BASE) // (4 * E.WHOLE_BYTES_PER_ROW))
+
+
+#: The fewest kernels + API calls per chunk (many tiny chunks cost reads, not memory).
+_MIN_CHUNK_ROWS = 50_000
+
+
+def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
+                 min_gap_us: float = 0.0, progress: Callable[[str], None] | None = None,
+                 chunk_steps: int | None = None, chunk_rows: int | None = None,
+                 planned: Callable[[int], None] | None = None) -> AnalysisResult | None:
+    """:func:`cgprof.metrics.analyze` of the one-process trace at ``path``, its rows read a
+    chunk of steps at a time (:func:`cgprof.trace.load_rows`): ``chunk_steps`` steps, else
+    as many as hold about ``chunk_rows`` kernels + API calls, else :data:`CHUNK_STEPS`; the
+    result as a report reads it (:meth:`AnalysisResult.light` of the whole analysis: no
+    trace, no call-to-step map, the gap list cut to its longest), or None when the trace is
+    not one this path takes (the caller analyses it whole).
+
+    Passes: (1) the kernels' summary, alone; (2) the API calls and NVTX ranges, whole (the
+    step choice, the chunk plan, the API and NVTX summaries; the calls' narrow columns are
+    kept for the gaps); (3) each chunk: its calls and the GPU work they launched, measured
+    and reduced to partials (steps, launches, replays, coverage, verdict); (4) the GPU
+    timeline a slice of time at a time, for the gaps; then the partials merged."""
+    from cgprof import schema as S
+    from cgprof import trace as T
+
+    path = Path(path)
+    say = progress or (lambda _m: None)
+    say("summarising the kernels")
+    heads = T.load_rows(path, E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE]))
+    kernel_table = kernel_summary(heads)
+    meta, gpus = heads.meta, heads.gpus
+    n_kernels, n_graph_rows = len(heads.stored("kernels")), len(heads.graph_trace)
+    # each chunk's kernels are the rows of these correlation ids (the coverage's tie rule
+    # reads their rows in the whole table)
+    k_corr = heads.stored("kernels")["corr_id"].to_numpy().copy()
+    del heads
+    say("reading CUDA API calls and NVTX ranges")
+    light = T.load_rows(path, E.RowRange(tables=[S.RUNTIME, S.NVTX]))
+    light.meta = meta
+    calls = api_calls(light, derived=False)
+    inst = step_instances(light, calls, None, step, skip) if len(calls) else None
+    if inst is None or inst.source == "whole-trace" or inst.table["global_tid"].nunique() > 1:
+        return None
+    if chunk_steps is None:
+        n = len(inst.table)
+        chunk_steps = CHUNK_STEPS if chunk_rows is None else max(
+            1, chunk_rows * n // max(n_kernels + len(calls), 1))
+    chunks = plan(calls, inst.table, chunk_steps)
+    if chunks is None or not _exact_times(calls):
+        return None
+    if planned is not None:
+        planned(len(chunks))
+    api_table = api_summary(light)
+    ranges = inst.ranges
+    nvtx_table = nvtx_summary(light, ranges)
+    in_capture = calls["in_capture"].to_numpy(dtype=bool)
+    # what the gap sweep reads of the calls: their narrow columns, kept
+    narrow = calls[["pid", "corr_id", "start_ns", "end_ns", "name", "family"]]
+    processes = sorted(int(p) for p in distinct_pids(calls["pid"]))
+    n_calls = len(calls)
+    corr = calls["corr_id"].to_numpy()
+    corr0 = int(corr[0]) if len(corr) else 0
+    call_step = np.full(int(corr[-1]) - corr0 + 1 if len(corr) else 0, -1, dtype=np.int32)
+    del calls, corr, light
+    release_memory(n_calls)
+    node_level = meta.graph_trace_mode != "graph" and n_graph_rows == 0
+
+    say("measuring the steps a chunk at a time")
+    cuts = [int(inst.table["start_ns"].iloc[c.s0]) for c in chunks[1:]]
+    lows, highs = [_MIN] + cuts, cuts + [_MAX]
+    parts = _Parts()
+    replayed = False
+    for c, t0, t1 in zip(chunks, lows, highs, strict=True):
+        sub = T.load_rows(path, E.RowRange(start=(t0, t1), corr=(c.corr_lo, c.corr_hi)))
+        calls_c = api_calls(sub, derived=False)
+        if len(calls_c) != c.r1 - c.r0:
+            raise AssertionError("cgprof: a chunk's API calls are not those planned")
+        calls_c["in_capture"] = in_capture[c.r0:c.r1]
+        ops_c = gpu_ops(sub)
+        if not _exact_times(ops_c):
+            return None
+        st, cs = measure_chunk(inst, c.s0, c.s1, calls_c, ops_c, replayed)
+        replayed = replayed or bool((st["graph_launches"].to_numpy() > 0).any())
+        if len(cs):
+            call_step[cs["corr_id"].to_numpy() - corr0] = cs["step"].to_numpy()
+        kernels_c = sub.stored("kernels")
+        k_rows = rows_of_corr(k_corr, c)  # their rows in the whole kernel table
+        if len(k_rows) != len(kernels_c):
+            raise AssertionError("cgprof: a chunk's kernels are not those planned")
+        parts.add(st, cs, calls_c, ops_c, kernels_c, k_rows, node_level)
+        del sub, calls_c, ops_c, st, cs
+    steps = inst.result(parts.steps(), _no_call_steps(), None)
+    if not steps.steps["in_window"].any():
+        return None  # every step warm-up or capture: the window is every step (whole path)
+    all_steps = steps.steps
+    gpu_end = all_steps["gpu_end_ns"].dropna()
+    span = (int(all_steps["start_ns"].min()),
+            max(int(all_steps["end_ns"].max()), int(gpu_end.max()) if len(gpu_end) else 0))
+    window = steps.window()
+    early = steps.window_steps()
+
+    say("measuring GPU gaps a slice of time at a time")
+    min_gap_ns = int(round(min_gap_us * 1000))
+    ops = _timeline(path, lows, highs)
+    gaps = _gaps(ops, narrow, span, window, min_gap_ns, steps, (call_step, corr0))
+    del ops, narrow, call_step
+    win_steps = steps.window_steps()
+    replays = parts.replays(node_level)
+    coverage = parts.coverage(early)
+    v = verdict(win_steps, replays, coverage, graph_trace_mode=meta.graph_trace_mode,
+                partial=parts.verdict())
+    info = {
+        "path": str(path),
+        "nsys_version": meta.nsys_version,
+        "schema_version": meta.schema_version,
+        "graph_trace_mode": meta.graph_trace_mode,
+        "graph_trace_mode_source": meta.graph_trace_mode_source,
+        "gpus": [{"device_id": int(d), "name": str(n)} for d, n in
+                 zip(gpus["device_id"], gpus["name"], strict=True)],
+        "processes": processes,
+        "kernels": int(n_kernels),
+        "graph_trace_rows": int(n_graph_rows),
+        "api_calls": int(n_calls),
+        "nvtx_ranges": len(ranges),
+        "window_start_ns": window[0] if window else None,
+        "window_end_ns": window[1] if window else None,
+        "window_steps": [int(x) for x in win_steps["step"]] if window else [],
+        "window_reason": steps.window_reason(),
+        "summaries_scope": "whole trace, as nsys stats",
+        "step_range": steps.name,
+        "step_source": steps.source,
+        "steps": int(len(steps.steps)),
+        "steps_skipped": steps.skipped,
+    }
+    return AnalysisResult(info=info, launches=parts.launches(), api_summary=api_table,
+                          kernel_summary=kernel_table, nvtx_summary=nvtx_table, gaps=gaps,
+                          replays=replays, steps=steps, verdict=v,
+                          # no trace: a light result's (AnalysisResult.light)
+                          trace=None,  # type: ignore[arg-type]
+                          coverage=coverage, step_gaps=gaps.gaps.iloc[0:0].copy())
+
+
+_MIN, _MAX = -(2**62), 2**62
+
+#: The columns of the GPU ops the gap sweep reads.
+_OP_COLUMNS = ["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id", "kind",
+               "in_graph"]
+
+
+def _no_call_steps() -> pd.DataFrame:
+    """An empty call_steps table (what a light result keeps)."""
+    return pd.DataFrame({c: pd.Series(dtype="int64") for c in ("pid", "corr_id", "step")})
+
+
+class _Parts:
+    """Each chunk's measurements, reduced to what merges (cgprof.metrics.chunked's contract):
+    its step rows, and the launch table, replays, coverage and verdict partials of its window
+    steps, their positions counted from the chunk's first window step."""
+
+    def __init__(self) -> None:
+        self.step_parts: list[pd.DataFrame] = []
+        self.launch_parts: list[Any] = []
+        self.replay_parts: list[Any] = []
+        self.coverage_parts: list[Any] = []
+        self.verdict_parts: list[VerdictPartial] = []
+        self.n_window = 0
+
+    def add(self, steps: pd.DataFrame, call_steps: pd.DataFrame, calls: pd.DataFrame,
+            ops: pd.DataFrame, kernels: pd.DataFrame, kernel_rows: np.ndarray,
+            node_level: bool) -> None:
+        from cgprof.metrics import _take_rows
+
+        self.step_parts.append(steps)
+        early = steps[steps["in_window"].to_numpy(dtype=bool)]
+        pos = window_positions(calls, call_steps, early)  # positions among early's rows
+        in_window = pos >= 0
+        self.launch_parts.append(launch_cells(calls, in_window))
+        graph = np.flatnonzero(in_window & family_mask(calls, L.GRAPH_LAUNCH, live=False))
+        if len(graph):  # (a chunk without one adds nothing: merge_replays drops it)
+            cols = ["pid", "tid", "corr_id", "start_ns", "dur_ns", "name", "family",
+                    "in_capture"]
+            self.replay_parts.append(graph_replays(ops, _take_rows(calls, graph, cols),
+                                                   node_level))
+        launches = StepLaunches.of(calls, pos)
+        self.coverage_parts.append(coverage_partial(early, kernels, calls, launches,
+                                                    kernel_rows=kernel_rows))
+        is_eager = early["mode"].to_numpy() == "eager"
+        self.verdict_parts.append(verdict_partial(calls, launches, is_eager))
+        self.n_window += len(early)
+
+    def steps(self) -> pd.DataFrame:
+        return pd.concat(self.step_parts, ignore_index=True)
+
+    def launches(self) -> pd.DataFrame:
+        return launch_table(self.launch_parts)
+
+    def replays(self, node_level: bool) -> ReplayResult:
+        return merge_replays(self.replay_parts, node_level)
+
+    def coverage(self, early: pd.DataFrame) -> CoverageResult:
+        return merge_coverage_partials(self.coverage_parts, early)
+
+    def verdict(self) -> VerdictPartial:
+        """The verdict partials merged: the chunks' window steps follow one another, so
+        their per-step arrays are joined end to end."""
+        parts = self.verdict_parts
+        merged = merge_verdict_partials([dataclasses.replace(
+            p, first_launch_ns=np.zeros(0, dtype=np.int64)) for p in parts])
+        return dataclasses.replace(merged, first_launch_ns=np.concatenate(
+            [p.first_launch_ns for p in parts]))
+
+
+def _timeline(path: Path, lows: list[int], highs: list[int]) -> pd.DataFrame:
+    """The GPU ops (:func:`cgprof.metrics.gpu.gpu_ops`) of the trace at ``path``, only the
+    columns the gap sweep reads, read a slice of start times at a time: the ops are sorted
+    by start, so the slices joined are the whole table's rows in its order."""
+    from cgprof import schema as S
+    from cgprof import trace as T
+
+    gpu = [S.KERNEL, S.MEMCPY, S.MEMSET, S.GRAPH_TRACE]
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in _OP_COLUMNS}
+    kinds: list[pd.Categorical] = []
+    empty = pd.DataFrame()
+    for t0, t1 in zip(lows, highs, strict=True):
+        sub = T.load_rows(path, E.RowRange(gpu_start=(t0, t1), tables=gpu))
+        ops = gpu_ops(sub)
+        del sub
+        empty = ops[_OP_COLUMNS].iloc[0:0]
+        for c in _OP_COLUMNS:
+            if c == "kind":  # (a slice without ops: an empty object column)
+                k = ops[c]
+                kinds.append(k.array if isinstance(k.dtype, pd.CategoricalDtype) else
+                             pd.Categorical(k.astype(str)))
+            else:
+                cols[c].append(ops[c].to_numpy())
+        del ops
+    n = sum(len(k) for k in kinds)
+    if not n:
+        return empty.copy()  # the empty table gpu_ops makes
+    out: dict[str, Any] = {}
+    for c in _OP_COLUMNS:
+        if c == "kind":
+            cats = sorted({str(v) for k in kinds for v in k.categories})
+            codes = np.concatenate([
+                np.asarray([cats.index(str(v)) for v in k.categories] + [-1],
+                           dtype=np.int8)[k.codes] for k in kinds]) if kinds else np.zeros(
+                0, dtype=np.int8)
+            out[c] = pd.Categorical.from_codes(codes, categories=cats)
+            continue
+        parts = cols.pop(c)
+        same = {constant_value(a) for a in parts if len(a)}
+        if c in ("device_id", "stream_id", "pid") and len(same) == 1 and None not in same:
+            out[c] = np.broadcast_to(np.array(same.pop(), dtype=np.int64), (n,))
+        else:
+            out[c] = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return pd.DataFrame(out, copy=False)
+
+
+def _exact_times(df: pd.DataFrame) -> bool:
+    """Every time below 2**53: a chunk's float64 round trips (steps._as_reindexed) are
+    then exact, as the whole run's."""
+    lim = 2**53
+    return not len(df) or all(int(df[c].max()) < lim and int(df[c].min()) > -lim
+                              for c in ("start_ns", "end_ns"))
+
+
+def _gaps(ops: pd.DataFrame, calls: pd.DataFrame, span: tuple[int, int],
+          window: tuple[int, int] | None, min_gap_ns: int,
+          steps: StepResult, lookup: tuple[np.ndarray, int]) -> GapResult:
+    """The report window's gaps (the GAP_LIST_LIMIT longest listed), and each step's launch
+    wait (filled into ``steps``) from the span's gaps, on the whole GPU timeline's narrow
+    columns. (Interim: the whole gap table, as analyze() makes it.)"""
+    from cgprof.metrics.gaps import MeasuredGaps, measure_gaps, window_gaps
+    from cgprof.metrics.steps import classify_steps
+    from cgprof.report.json_report import GAP_LIST_LIMIT
+
+    measured = measure_gaps(ops, calls, window=span, streams=window == span)
+    span_gaps: GapResult | MeasuredGaps = measured.result() if window == span else measured
+    del measured
+    gaps = window_gaps(span_gaps, ops, calls, span, window) if window != span else span_gaps
+    assert isinstance(gaps, GapResult)
+    table, lo = lookup
+    pid = int(calls["pid"].to_numpy()[0]) if len(calls) else 0
+    none = _no_call_steps()
+    classify_steps(dataclasses.replace(steps, call_steps=none, lookup=(table, lo, pid, none)),
+                   span_gaps.gaps)
+    return gaps.above(min_gap_ns).longest(GAP_LIST_LIMIT)
