@@ -23,7 +23,8 @@ All durations are integer nanoseconds; summaries carry microsecond figures in ``
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+import functools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -122,11 +123,16 @@ def longest_gaps(gaps: pd.DataFrame, limit: int | None) -> pd.DataFrame:
     dur = gaps["gap_ns"].to_numpy(dtype=np.int64, na_value=0)
     if limit <= 0:
         return gaps.iloc[0:0].reset_index(drop=True)
+    return gaps.take(_longest_rows(dur, limit)).reset_index(drop=True)
+
+
+def _longest_rows(dur: np.ndarray, limit: int) -> np.ndarray:
+    """The positions (ascending) of the ``limit`` longest of ``dur`` (0 < limit < len(dur)),
+    ties to the earlier position: :func:`longest_gaps`' rows."""
     cut = np.partition(dur, len(dur) - limit)[len(dur) - limit]  # the limit-th longest
     longer = np.flatnonzero(dur > cut)
     equal = np.flatnonzero(dur == cut)[:limit - len(longer)]
-    keep = np.sort(np.concatenate([longer, equal]))
-    return gaps.take(keep).reset_index(drop=True)
+    return np.sort(np.concatenate([longer, equal]))
 
 
 def _listed(gaps: pd.DataFrame, min_gap_ns: int) -> pd.DataFrame:
@@ -209,12 +215,7 @@ def measure_gaps(ops: pd.DataFrame, calls: pd.DataFrame,
     """The part of :func:`gpu_gaps` that reads ``ops``. ``streams=False``: no stream table,
     for a caller that reads only the gaps (the steps' span when the report's window is
     another: :func:`window_gaps` measures the window's own)."""
-    ops = _window_clip(ops, window)
-    if len(ops):
-        start, end = ops["start_ns"], ops["end_ns"]
-        live = (end.to_numpy() > start.to_numpy()) if start.dtype == end.dtype == np.int64 else (
-            end > start).to_numpy(dtype=bool)
-        ops = ops if live.all() else ops[live]
+    ops = _live_ops(ops, window)
     # before the gap table exists: its sort is a big transient
     stream_table = _stream_table(ops) if streams else None
     chunked = _Chunked.of(ops, calls)
@@ -254,6 +255,91 @@ def measure_gaps(ops: pd.DataFrame, calls: pd.DataFrame,
     elif busy is None:
         busy = union_busy(ops, ["device_id"])
     return MeasuredGaps(gaps=all_gaps, busy=busy, streams=stream_table, window=window)
+
+
+def measure_gaps_reduced(ops: pd.DataFrame, calls: pd.DataFrame,
+                         window: tuple[int, int] | None, min_gap_ns: int = 0,
+                         limit: int | None = None,
+                         wait: tuple[np.ndarray, int, int] | None = None, tables: bool = True,
+                         ) -> tuple[GapResult | None, np.ndarray | None]:
+    """``gpu_gaps(ops, calls, window).above(min_gap_ns).longest(limit)`` (what a report
+    reads: :meth:`cgprof.metrics.AnalysisResult.light`), and with ``wait`` = (table, lo,
+    steps) the launch wait per step of these gaps, every gap however short (int64[steps]:
+    ``launch_wait_ns`` as :func:`cgprof.metrics.steps.classify_steps` sums it from this
+    measurement's table; ``table[corr_id - lo]`` is the step of a correlation id's call, -1
+    none, as :func:`cgprof.metrics.steps._dense_steps` makes it, for the one process of
+    ``ops`` and ``calls``); else None. ``tables=False``: the wait only (no GapResult: the
+    steps' span when the report's window is another).
+
+    Where the chunked sweep applies (:class:`_Chunked`: from CHUNKED_MIN_OPS ops) the gap
+    table is never made: :class:`_GapSummary` keeps every gap's length and kind and the
+    ``limit`` longest listed gaps (10M gaps: ~0.1 GB where the table is ~0.5 GB). Elsewhere,
+    and for ``limit`` None (every gap listed), the table is measured (:func:`measure_gaps`).
+    Same values, dtypes and row order either way; the waits equal classify_steps' while each
+    step's sum is below 2**53 ns (its float64 sums are exact there)."""
+    live = _live_ops(ops, window)
+    chunked = _Chunked.of(live, calls) if limit is not None or not tables else None
+    if chunked is not None:
+        streams = None
+        if tables:  # before the sweep, as measure_gaps
+            streams = _stream_table_swept(live)
+            streams = _stream_table(live) if streams is None else streams
+        make = functools.partial(_GapSummary, min_gap_ns=min_gap_ns, limit=limit or 0,
+                                 wait=wait, keep=tables)
+        run = chunked.run(window, make)
+        del chunked, live
+        if run is not None:
+            out, n, edges, busy = run
+            del run
+            assert isinstance(out, _GapSummary)
+            result = out.result(n, edges, busy, streams, window) if tables else None
+            return result, out.wait_ns
+    del live
+    measured = measure_gaps(ops, calls, window=window, streams=tables)
+    per = launch_wait_of(measured.gaps, *wait) if wait is not None else None
+    result = measured.result(min_gap_ns).longest(limit) if tables else None
+    return result, per
+
+
+def add_launch_wait(per: np.ndarray, corr: np.ndarray, gap: np.ndarray, table: np.ndarray,
+                    lo: int) -> None:
+    """Add launch-bound gaps to the launch wait per step ``per`` (int64, in place): ``gap``
+    their lengths, ``corr`` their next ops' correlation ids, whose step is ``table[corr -
+    lo]`` (-1: none; steps past ``per`` are dropped, as classify_steps' bincount does).
+    Exact int64 sums, a chunk of gaps at a time."""
+    if not len(corr):
+        return
+    step = table_get(table, corr - lo if lo else corr)
+    hit = (step >= 0) & (step < len(per))
+    per += sums_by_code(step[hit], gap[hit], len(per))
+
+
+def launch_wait_of(gaps: pd.DataFrame, table: np.ndarray, lo: int, n: int) -> np.ndarray:
+    """The launch wait per step (int64[n]) of a gap table (:func:`add_launch_wait`)."""
+    per = np.zeros(n, dtype=np.int64)
+    rows = np.flatnonzero((gaps["kind"] == "launch_bound").to_numpy(dtype=bool))
+    if len(rows):
+        corr, gap = (_int64_at(gaps[c], rows) for c in ("next_corr_id", "gap_ns"))
+        add_launch_wait(per, corr, gap, table, lo)
+    return per
+
+
+def _int64_at(col: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The int64 values of ``col`` at positions ``rows`` (none <NA>), one gather."""
+    return col.to_numpy()[rows] if col.dtype == np.int64 else col.array[rows].to_numpy(
+        dtype=np.int64)
+
+
+def _live_ops(ops: pd.DataFrame, window: tuple[int, int] | None) -> pd.DataFrame:
+    """The ops :func:`measure_gaps` sweeps: clipped to ``window``, those of no length left
+    out."""
+    ops = _window_clip(ops, window)
+    if len(ops):
+        start, end = ops["start_ns"], ops["end_ns"]
+        live = (end.to_numpy() > start.to_numpy()) if start.dtype == end.dtype == np.int64 else (
+            end > start).to_numpy(dtype=bool)
+        ops = ops if live.all() else ops[live]
+    return ops
 
 
 def window_gaps(span: GapResult | MeasuredGaps, ops: pd.DataFrame, calls: pd.DataFrame,
@@ -590,6 +676,22 @@ class _Chunked:
     def gaps(self, window: tuple[int, int] | None) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         """The whole gap table (inner and window-edge gaps, in (device, start) order) and
         the device busy table; None when there is no inner gap (the general path)."""
+        run = self.run(window, _GapColumns)
+        if run is None:
+            return None
+        out, n, edges, busy = run
+        edge = None
+        if edges:
+            edge = np.zeros(n, dtype=bool)
+            edge[edges] = True
+        return out.frame(n, edge), busy
+
+    def run(self, window: tuple[int, int] | None, make: Callable[..., _GapColumns]
+            ) -> tuple[Any, int, list[int], pd.DataFrame] | None:
+        """The sweep behind :meth:`gaps`, into ``make(n, api_categories, device=, pid=)``
+        (:class:`_GapColumns`, or :class:`_GapSummary` that keeps only what the reports
+        read): that sink, the gap table's length, the rows of its window-edge gaps and the
+        device busy table; None when there is no inner gap (the general path)."""
         ops = self.ops
         dev = ops["device_id"].to_numpy()
         start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
@@ -602,7 +704,7 @@ class _Chunked:
             devs = dev[:1].copy()
             # start[0]: the min
             lead = np.array([window is not None and int(start[0]) > cast(int, w0)])
-            out = _GapColumns(len(start) + 1, cats, device=int(devs[0]), pid=self._pid())
+            out = make(len(start) + 1, cats, device=int(devs[0]), pid=self._pid())
             busy = self._fill(out, None, devs, start, end, lead.astype(np.int64))
         else:
             coded = _dense_code([dev])
@@ -614,7 +716,7 @@ class _Chunked:
             lead = (first > w0) if window is not None else np.zeros(len(devs), dtype=bool)
             trail = (busy["last_end_ns"].to_numpy() < w1) if window is not None else lead & False
             size = lead + busy["gap_count"].to_numpy() + trail
-            out = _GapColumns(int(size.sum()), cats, pid=self._pid())
+            out = make(int(size.sum()), cats, pid=self._pid())
             self._fill(out, code, devs, start, end, np.cumsum(size) - size + lead)
         count = busy["gap_count"].to_numpy()
         if not count.sum():
@@ -624,19 +726,19 @@ class _Chunked:
         size = lead + count + trail
         base = np.cumsum(size) - size + lead  # each device's first inner gap
         n = int(size.sum())
-        edge = np.zeros(n, dtype=bool)
+        edges = []
         for i, d in enumerate(devs.tolist()):
             lo = int(base[i]) - int(lead[i])
             if out.dev.flags.writeable:  # else the one device's constant column
                 out.dev[lo:lo + int(size[i])] = d
             if lead[i]:
                 out.edge(lo, cast(int, w0), int(first[i]))
-                edge[lo] = True
+                edges.append(lo)
             if trail[i]:
                 at = int(base[i] + count[i])
                 out.edge(at, int(last[i]), cast(int, w1))
-                edge[at] = True
-        return out.frame(n, edge if edge.any() else None), busy
+                edges.append(at)
+        return out, n, edges, busy
 
     def _pid(self) -> int:
         """The one process's id (:meth:`of` checked there is one)."""
@@ -674,7 +776,7 @@ class _Chunked:
                 continue
             o = int(cursor[c])
             cursor[c] += len(sel)
-            at = slice(o, o + len(sel))
+            at = out.slots(o, len(sel))
             nxt, prv = rows[sel], prev_pos[sel]
             g_start, g_end = prev_end[sel], st[sel]
             out.start[at], out.end[at] = g_start, g_end
@@ -701,6 +803,7 @@ class _Chunked:
             kind[same] = k_replay
             out.kind[at] = kind
             out.api[at] = np.where(known, names[take], blank)
+            out.done(o, len(sel))
         return stats.frame(["device_id"], [devs])
 
 
@@ -770,8 +873,14 @@ class _GapColumns:
             np.empty(n, dtype=np.int64) if v is None else
             np.broadcast_to(np.array(v, dtype=np.int64), (n,)) for v in (device, pid))
         self.kind = np.empty(n, dtype=np.int8)
-        m = len(api_categories)  # the codes' dtype as pandas would make it (no copy)
-        self.api = np.empty(n, dtype=np.int8 if m < 127 else np.int16 if m < 32767 else np.int32)
+        self.api = np.empty(n, dtype=_api_code_dtype(api_categories))
+
+    def slots(self, at: int, k: int) -> slice:
+        """Where :meth:`_Chunked._fill` writes the ``k`` gaps of table rows [at, at + k)."""
+        return slice(at, at + k)
+
+    def done(self, at: int, k: int) -> None:
+        """Table rows [at, at + k) are written (:class:`_GapSummary` takes them in)."""
 
     def edge(self, at: int, start: int, end: int) -> None:
         """A window-edge row at ``at`` (the device id is filled by the caller)."""
@@ -803,6 +912,150 @@ class _GapColumns:
             "next_api": pd.Categorical.from_codes(self.api[:n], categories=self.api_categories),
         }
         return pd.DataFrame(cols, copy=False)
+
+
+def _api_code_dtype(api_categories: list[str]) -> type[np.signedinteger]:
+    """The dtype of next_api's codes: the one pandas gives codes of that many categories
+    (so that :meth:`_GapColumns.frame` makes the categorical without a copy)."""
+    m = len(api_categories)
+    return np.int8 if m < 127 else np.int16 if m < 32767 else np.int32
+
+
+#: Columns of :class:`_GapSummary`'s longest gaps, as :class:`_GapColumns` names them.
+_TOP_COLUMNS = ("start", "end", "gap", "prev_stream", "next_stream", "next_pid", "next_corr",
+                "kind", "api")
+
+
+class _GapSummary(_GapColumns):
+    """What the reports read of a gap table, taken in a chunk of gaps at a time as
+    :class:`_Chunked` fills it, in place of the table (:func:`measure_gaps_reduced`):
+    every gap's length and kind (the device table's quantiles, the per-kind table and the
+    histogram come from these alone), the ``limit`` longest gaps longer than ``min_gap_ns``
+    whole (what :meth:`GapResult.longest` keeps of the listed gaps), and, given ``wait``
+    (table, lo, steps), the launch wait per step (:func:`add_launch_wait`). ``keep=False``:
+    only the wait. The fill writes each chunk into chunk-long columns (:meth:`slots`),
+    taken in by :meth:`done`.
+
+    The trick for the longest gaps: :func:`longest_gaps`' order, longest first and ties to
+    the earlier row, is an order on (length, row), so the longest of the longest of each
+    chunk are the longest of all; the chunks come device by device, not in row order, so
+    the kept rows carry their row numbers. At 10M gaps: 9 bytes a gap kept (90 MB), where
+    the table held ~51 (0.5 GB)."""
+
+    def __init__(self, n: int, api_categories: list[str], device: int | None = None,
+                 pid: int | None = None, *, min_gap_ns: int = 0, limit: int = 0,
+                 wait: tuple[np.ndarray, int, int] | None = None, keep: bool = True):
+        self.api_categories = api_categories
+        self.pid, self.keep = pid, keep
+        self.min_gap_ns, self.limit = min_gap_ns, limit
+        # Kept for every gap (np.empty: only the rows written are faulted in); the device
+        # column as :class:`_GapColumns`' (filled by :meth:`_Chunked.run`).
+        self.gap_ns = np.empty(n if keep else 0, dtype=np.int64)
+        self.kinds = np.empty(n if keep else 0, dtype=np.int8)
+        self.dev = np.empty(n, dtype=np.int64) if device is None and keep else np.broadcast_to(
+            np.array(device or 0, dtype=np.int64), (n,))
+        self._scratch(0)
+        self.table: np.ndarray | None = wait[0] if wait is not None else None
+        self.lo = wait[1] if wait is not None else 0
+        self.wait_ns = np.zeros(wait[2], dtype=np.int64) if wait is not None else None
+        # the longest listed gaps so far, in row order (``slot``: the row; ``edge``: a
+        # window-edge gap), and the shortest of them once there are ``limit`` (None before)
+        self.top = {"slot": np.zeros(0, dtype=np.int64), "edge": np.zeros(0, dtype=bool),
+                    **{c: getattr(self, c)[:0].copy() for c in _TOP_COLUMNS}}
+        self.cut: int | None = None
+
+    def _scratch(self, m: int) -> None:
+        """Chunk-long columns for :meth:`_Chunked._fill` to write (``m`` rows)."""
+        self.start, self.end, self.gap, self.prev_stream, self.next_stream, self.next_corr = (
+            np.empty(m, dtype=np.int64) for _ in range(6))
+        self.next_pid = np.empty(m, dtype=np.int64) if self.pid is None else np.broadcast_to(
+            np.array(self.pid, dtype=np.int64), (m,))
+        self.kind = np.empty(m, dtype=np.int8)
+        self.api = np.empty(m, dtype=_api_code_dtype(self.api_categories))
+
+    def slots(self, at: int, k: int) -> slice:
+        if k > len(self.start):
+            self._scratch(max(k, min(FILL_CHUNK, 1 << 20)))
+        return slice(0, k)
+
+    def done(self, at: int, k: int) -> None:
+        gap, kind = self.gap[:k], self.kind[:k]
+        if self.wait_ns is not None:
+            rows = np.flatnonzero(kind == GAP_KINDS.index("launch_bound"))
+            assert self.table is not None  # set with wait_ns
+            add_launch_wait(self.wait_ns, self.next_corr[rows], gap[rows], self.table, self.lo)
+        if not self.keep:
+            return
+        self.gap_ns[at:at + k] = gap
+        self.kinds[at:at + k] = kind
+        if self.limit <= 0:
+            return
+        # the listed gaps that can be among the longest: as long as the shortest kept
+        floor = self.min_gap_ns if self.cut is None else max(self.min_gap_ns, self.cut - 1)
+        rows = np.flatnonzero(gap > floor)
+        if len(rows) > self.limit:  # rows of one device, in row order: ties to the earlier
+            rows = rows[_longest_rows(gap[rows], self.limit)]
+        if len(rows):
+            self._offer({"slot": rows + at, "edge": np.zeros(len(rows), dtype=bool),
+                         **{c: getattr(self, c)[rows] for c in _TOP_COLUMNS}})
+
+    def edge(self, at: int, start: int, end: int) -> None:
+        if not self.keep:
+            return
+        gap = end - start
+        self.gap_ns[at] = gap
+        self.kinds[at] = GAP_KINDS.index("window_edge")
+        if self.limit > 0 and gap > self.min_gap_ns and (self.cut is None or gap >= self.cut):
+            row = {"slot": at, "edge": True, "start": start, "end": end, "gap": gap,
+                   "prev_stream": 0, "next_stream": 0, "next_corr": 0,
+                   "next_pid": 0 if self.pid is None else self.pid,  # as _GapColumns.edge
+                   "kind": GAP_KINDS.index("window_edge"),
+                   "api": self.api_categories.index("")}
+            self._offer({c: np.array([v], dtype=self.top[c].dtype) for c, v in row.items()})
+
+    def _offer(self, rows: dict[str, np.ndarray]) -> None:
+        """Merge ``rows`` into the longest gaps kept (at most ``limit``, in row order)."""
+        top = {c: np.concatenate([self.top[c], rows[c]]) for c in self.top}
+        order = np.argsort(top["slot"], kind="stable")
+        if len(order) > self.limit:
+            order = order[_longest_rows(top["gap"][order], self.limit)]
+        self.top = {c: v[order] for c, v in top.items()}
+        if len(order) >= self.limit:
+            self.cut = int(self.top["gap"].min())
+
+    def result(self, n: int, edges: list[int], busy: pd.DataFrame,
+               streams: pd.DataFrame | None, window: tuple[int, int] | None,
+               ) -> GapResult:
+        """``MeasuredGaps(table of n rows, busy, streams, window).result(min_gap_ns)
+        .longest(limit)``; ``edges``: the table's window-edge rows (:meth:`_Chunked.run`)."""
+        narrow = pd.DataFrame({
+            "device_id": self.dev[:n], "gap_ns": self.gap_ns[:n],
+            "kind": pd.Categorical.from_codes(self.kinds[:n], categories=list(GAP_KINDS)),
+        }, copy=False)
+        result = MeasuredGaps(gaps=narrow, busy=busy, streams=streams,
+                              window=window).result(self.min_gap_ns)
+        listed = len(result.gaps)  # the gaps longer than min_gap_ns
+        t = self.top
+        dev = self.dev[t["slot"]]
+        del narrow
+        # the whole table's next_*/prev_* columns are Int64 when it holds an edge
+        mask = t["edge"] if edges else None
+        if mask is not None:
+            mask.flags.writeable = False
+
+        def ints(a: np.ndarray):
+            return a if mask is None else pd.arrays.IntegerArray(a, mask)
+
+        top = pd.DataFrame({
+            "device_id": dev, "start_ns": t["start"], "end_ns": t["end"],
+            "gap_ns": t["gap"],
+            "kind": pd.Categorical.from_codes(t["kind"], categories=list(GAP_KINDS)),
+            "prev_stream_id": ints(t["prev_stream"]), "next_stream_id": ints(t["next_stream"]),
+            "next_pid": ints(t["next_pid"]), "next_corr_id": ints(t["next_corr"]),
+            "next_api": pd.Categorical.from_codes(t["api"], categories=self.api_categories),
+        }, copy=False)
+        return dataclasses.replace(result, gaps=top,
+                                   total=listed if listed > self.limit else None)
 
 
 def _is_copy(kinds: pd.Series, rows: np.ndarray) -> np.ndarray:
@@ -1290,6 +1543,25 @@ def histogram(gaps: pd.DataFrame, kb: _KindBins | None = None) -> pd.DataFrame:
             rows.append({"device_id": int(d), "bin_lo_us": float(lo), "bin_hi_us": float(hi),
                          "count": counts[i], "total_ns": totals[i]})
     return pd.DataFrame(rows, columns=cols)
+
+
+def _stream_table_swept(ops: pd.DataFrame) -> pd.DataFrame | None:
+    """:func:`_stream_table` of plain int64 ops in (start, end) order (as :class:`_Chunked`
+    takes them) through :func:`_busy_chunked`: chunk-long temporaries, where union_busy's
+    sort and gathers of every op peaked ~0.4 GB above the ops at 10M. None where that does
+    not apply (more than _MAX_CODES (device, stream) pairs)."""
+    keys = ["device_id", "stream_id"]
+    if not len(ops) or any(ops[c].dtype != np.int64 for c in [*keys, "start_ns", "end_ns"]):
+        return None
+    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    if not arrays_sorted([start, end]):
+        return None
+    coded = _dense_code([ops[c].to_numpy() for c in keys])
+    if coded is None:
+        return None
+    code, values = coded
+    u = _busy_chunked(keys, values, code, start, end)
+    return u[[*keys, "ops", "busy_ns", "span_ns", "gap_count", "gaps_ns", "max_gap_ns"]]
 
 
 def _stream_table(ops: pd.DataFrame) -> pd.DataFrame:
