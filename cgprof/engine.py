@@ -924,7 +924,7 @@ class DirSource(Source):
 
         assert self.pid_filter is not None
         none = self.pid_filter.none_of(f.name[: -len(self.suffix)])
-        with self._batches(f, columns) as (schema, batches):
+        with self._batches(f, columns, col) as (schema, batches):
             kept = [] if none else [
                 b.filter(pa.array(self._mask(b.column(col), col, f.name))) for b in batches]
         return pa.Table.from_batches(kept, schema=schema)
@@ -937,9 +937,12 @@ class DirSource(Source):
         return f.mask(values)
 
     @contextlib.contextmanager
-    def _batches(self, f: Path, columns: list[str]) -> Any:
+    def _batches(self, f: Path, columns: list[str], col: str | None = None) -> Any:
         """(schema of ``columns``, their record batches) of the table file ``f``, read a
-        batch at a time (Arrow IPC: as written; Parquet: :data:`_DEFAULT_BATCH` rows)."""
+        batch at a time (Arrow IPC: as written; Parquet: :data:`_DEFAULT_BATCH` rows).
+        ``col``: the column a :class:`RowRange` filters on; a Parquet file's row groups whose
+        statistics of it lie outside the range are not read (a chunk of a sorted table
+        reads its few row groups, not the file)."""
         import pyarrow as pa
 
         if self.suffix == ".arrow":
@@ -951,8 +954,29 @@ class DirSource(Source):
 
         with pq.ParquetFile(f) as pf:
             schema = pa.schema([pf.schema_arrow.field(c) for c in columns])
+            groups = None
+            rr = self.pid_filter
+            if col is not None and isinstance(rr, RowRange) and not rr.none_of(
+                    f.name[: -len(self.suffix)]):
+                groups = _groups_in(pf, col, rr._bounds(f.name[: -len(self.suffix)], col))
             yield schema, pf.iter_batches(batch_size=_DEFAULT_BATCH, columns=columns,
-                                          use_threads=threads() > 1)
+                                          row_groups=groups, use_threads=threads() > 1)
+
+
+def _groups_in(pf: Any, col: str, bounds: tuple[int, int]) -> list[int] | None:
+    """The row groups of the Parquet file ``pf`` whose min/max statistics of ``col`` meet
+    the inclusive ``bounds`` (None: every group, where a group has no statistics)."""
+    lo, hi = bounds
+    meta = pf.metadata
+    at = pf.schema_arrow.get_field_index(col)
+    out = []
+    for g in range(meta.num_row_groups):
+        st = meta.row_group(g).column(at).statistics
+        if st is None or not st.has_min_max:
+            return None
+        if int(st.max) >= lo and int(st.min) <= hi:
+            out.append(g)
+    return out
 
 
 def _batch_pairs(batch: Any) -> Any:

@@ -117,7 +117,7 @@ def test_traces_the_path_does_not_take(name: str, monkeypatch: pytest.MonkeyPatc
 
 
 def test_chunk_size_from_the_cap() -> None:
-    assert chunk_rows(10**9) == (10**9 - 200_000_000) // (4 * 95)
+    assert chunk_rows(10**9) == (10**9 - 200_000_000) // (8 * 95)
     assert chunk_rows(10**6) == 50_000  # the floor
 
 

@@ -133,7 +133,6 @@ def test_replays_from_chunks_equal_the_whole(path):
                     drop=True), check_exact=True)
             parts.append(graph_replays(ops_c, replay_calls_c, node_level=w["node_level"]))
         _assert_same_replays(merge_replays(parts, w["node_level"]), want)
-        _assert_same_replays(merge_replays(parts[::-1], w["node_level"]), want)
 
 
 def test_the_shipped_traces_are_tested():
@@ -229,12 +228,20 @@ def test_merge_of_no_replays_is_the_empty_result():
         _assert_same_replays(merge_replays([_no_replays(node_level)] * 3, node_level), want)
 
 
-def test_merge_refuses_replays_of_several_processes():
+def test_merge_keeps_the_call_order_of_several_processes():
+    """Replays of two processes whose calls interleave: the parts in call order, ties
+    across them in call-row order, as the whole run's stable sort."""
     calls, ops = _synthetic(0, True)
-    a = graph_replays(ops, calls, node_level=True)
-    b = graph_replays(ops.assign(pid=8), calls.assign(pid=8), node_level=True)
-    with pytest.raises(ValueError, match="more than one process"):
-        merge_replays([a, b], True)
+    other = calls.assign(pid=8)
+    both = pd.concat([calls, other], ignore_index=True)
+    both = both.iloc[np.argsort(both["start_ns"].to_numpy(), kind="stable")].reset_index(
+        drop=True)
+    all_ops = pd.concat([ops, ops.assign(pid=8)], ignore_index=True)
+    want = graph_replays(all_ops, both, node_level=True)
+    half = len(both) // 2
+    parts = [graph_replays(all_ops, both.iloc[a:b].reset_index(drop=True), node_level=True)
+             for a, b in ((0, half), (half, len(both)))]
+    _assert_same_replays(merge_replays(parts, True), want)
 
 
 def test_launch_cells_name_calls_without_a_name_as_the_frame_path_does():

@@ -11,8 +11,8 @@ The chunk contract every partial and merge function is written against:
   another in time (no overlap) every call of a step is in its step's chunk.
 - Its GPU work (ops, kernels, copies, memsets, graph rows) is what its calls launched: the
   rows whose (pid, corr_id) is a call of the chunk. On the traces this path takes
-  (:func:`plan`), correlation ids rise with the calls' start, so that is a correlation-id
-  range ``[corr_lo, corr_hi]``.
+  (:func:`plan`), each chunk's calls' correlation ids lie below the next chunk's, so that is
+  the correlation-id range ``[corr_lo, corr_hi]`` of its calls.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from cgprof.metrics.coverage import (
     merge_coverage_partials,
     window_positions,
 )
-from cgprof.metrics.gaps import GapResult
+from cgprof.metrics.gaps import GapResult, measure_gaps_reduced
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls, launch_cells, launch_table
 from cgprof.metrics.replays import ReplayResult, graph_replays, merge_replays
-from cgprof.metrics.steps import StepResult, measure_chunk, step_instances
+from cgprof.metrics.steps import StepResult, fill_launch_wait, measure_chunk, step_instances
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_summary
 from cgprof.metrics.verdict import (
     VerdictPartial,
@@ -86,8 +86,9 @@ def cut_calls(call_start: np.ndarray, step_start: np.ndarray, chunk_steps: int) 
 def plan(calls: pd.DataFrame, steps: pd.DataFrame, chunk_steps: int) -> list[Chunk] | None:
     """The chunks of ``chunk_steps`` steps of the step table ``steps`` (its start_ns, in
     step order), or None when this trace is not one the chunked path takes: calls of more
-    than one process, steps that overlap in time or are not in start order, correlation ids
-    that do not rise with the calls."""
+    than one process, steps that overlap in time or are not in start order, or chunks whose
+    calls' correlation ids are not apart (each chunk's ids all below the next chunk's: the
+    ids rise with the calls, but for calls of two threads that start together)."""
     if not len(steps):
         return None
     pid = calls["pid"].to_numpy()
@@ -98,13 +99,16 @@ def plan(calls: pd.DataFrame, steps: pd.DataFrame, chunk_steps: int) -> list[Chu
     if (np.diff(s_start) < 0).any() or (s_start[1:] < s_end[:-1]).any():
         return None
     corr = calls["corr_id"].to_numpy()
-    if corr.dtype != np.int64 or (len(corr) > 1 and not (corr[1:] > corr[:-1]).all()):
+    if corr.dtype != np.int64:
         return None
     start = calls["start_ns"].to_numpy()
     out = []
     for s0, s1, r0, r1 in cut_calls(start, s_start, chunk_steps):
-        lo, hi = (int(corr[r0]), int(corr[r1 - 1])) if r1 > r0 else (0, -1)
+        lo, hi = (int(corr[r0:r1].min()), int(corr[r0:r1].max())) if r1 > r0 else (0, -1)
         out.append(Chunk(s0, s1, r0, r1, lo, hi))
+    ranges = [(c.corr_lo, c.corr_hi) for c in out if c.r1 > c.r0]
+    if any(a[1] >= b[0] for a, b in zip(ranges[:-1], ranges[1:], strict=True)):
+        return None
     return out
 
 
@@ -119,10 +123,11 @@ CHUNK_STEPS = 1000
 
 
 def chunk_rows(cap_bytes: int) -> int:
-    """Kernels + API calls per chunk under a memory cap of ``cap_bytes``: a quarter of what
-    a whole analysis could hold within it (cgprof.engine.whole_analysis_bytes), the rest
-    for what the chunks keep (the calls' narrow columns, the GPU timeline for the gaps)."""
-    return max(_MIN_CHUNK_ROWS, (cap_bytes - E.WHOLE_BYTES_BASE) // (4 * E.WHOLE_BYTES_PER_ROW))
+    """Kernels + API calls per chunk under a memory cap of ``cap_bytes``: an eighth of what
+    a whole analysis could hold within it (cgprof.engine.whole_analysis_bytes): a chunk's
+    read and measurement hold ~2.5 times a whole analysis's bytes per row, beside what the
+    chunks keep (the calls' narrow columns for the gaps, each call's step)."""
+    return max(_MIN_CHUNK_ROWS, (cap_bytes - E.WHOLE_BYTES_BASE) // (8 * E.WHOLE_BYTES_PER_ROW))
 
 
 #: The fewest kernels + API calls per chunk (many tiny chunks cost reads, not memory).
@@ -162,6 +167,8 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
     say("reading CUDA API calls and NVTX ranges")
     light = T.load_rows(path, E.RowRange(tables=[S.RUNTIME, S.NVTX]))
     light.meta = meta
+    api_table = api_summary(light)  # first: its temporaries beside the calls' frame alone
+    release_memory(len(light.stored("runtime")))
     calls = api_calls(light, derived=False)
     inst = step_instances(light, calls, None, step, skip) if len(calls) else None
     if inst is None or inst.source == "whole-trace" or inst.table["global_tid"].nunique() > 1:
@@ -175,7 +182,6 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
         return None
     if planned is not None:
         planned(len(chunks))
-    api_table = api_summary(light)
     ranges = inst.ranges
     nvtx_table = nvtx_summary(light, ranges)
     in_capture = calls["in_capture"].to_numpy(dtype=bool)
@@ -184,8 +190,11 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
     processes = sorted(int(p) for p in distinct_pids(calls["pid"]))
     n_calls = len(calls)
     corr = calls["corr_id"].to_numpy()
-    corr0 = int(corr[0]) if len(corr) else 0
-    call_step = np.full(int(corr[-1]) - corr0 + 1 if len(corr) else 0, -1, dtype=np.int32)
+    corr0 = int(corr.min()) if len(corr) else 0
+    if len(corr) and int(corr.max()) - corr0 >= 4 * len(corr) + (1 << 20):
+        return None  # ids too sparse for a table by id (never seen from CUPTI)
+    # each call's step by correlation id (-1: none), for the launch waits of the gaps
+    call_step = np.full(int(corr.max()) - corr0 + 1 if len(corr) else 0, -1, dtype=np.int32)
     del calls, corr, light
     release_memory(n_calls)
     node_level = meta.graph_trace_mode != "graph" and n_graph_rows == 0
@@ -213,7 +222,8 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
         if len(k_rows) != len(kernels_c):
             raise AssertionError("cgprof: a chunk's kernels are not those planned")
         parts.add(st, cs, calls_c, ops_c, kernels_c, k_rows, node_level)
-        del sub, calls_c, ops_c, st, cs
+        del sub, calls_c, ops_c, st, cs, kernels_c, k_rows
+        release_memory(n_calls)  # the chunk's frames, before the next one is read
     steps = inst.result(parts.steps(), _no_call_steps(), None)
     if not steps.steps["in_window"].any():
         return None  # every step warm-up or capture: the window is every step (whole path)
@@ -226,7 +236,7 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
 
     say("measuring GPU gaps a slice of time at a time")
     min_gap_ns = int(round(min_gap_us * 1000))
-    ops = _timeline(path, lows, highs)
+    ops = _timeline(path, lows, highs, n_calls)
     gaps = _gaps(ops, narrow, span, window, min_gap_ns, steps, (call_step, corr0))
     del ops, narrow, call_step
     win_steps = steps.window_steps()
@@ -335,7 +345,7 @@ class _Parts:
             [p.first_launch_ns for p in parts]))
 
 
-def _timeline(path: Path, lows: list[int], highs: list[int]) -> pd.DataFrame:
+def _timeline(path: Path, lows: list[int], highs: list[int], rows: int) -> pd.DataFrame:
     """The GPU ops (:func:`cgprof.metrics.gpu.gpu_ops`) of the trace at ``path``, only the
     columns the gap sweep reads, read a slice of start times at a time: the ops are sorted
     by start, so the slices joined are the whole table's rows in its order."""
@@ -356,9 +366,13 @@ def _timeline(path: Path, lows: list[int], highs: list[int]) -> pd.DataFrame:
                 k = ops[c]
                 kinds.append(k.array if isinstance(k.dtype, pd.CategoricalDtype) else
                              pd.Categorical(k.astype(str)))
-            else:
-                cols[c].append(ops[c].to_numpy())
+            else:  # a copy (or one value), not a view holding the slice's frame
+                a = ops[c].to_numpy()
+                v = constant_value(a) if c in ("device_id", "stream_id", "pid") else None
+                cols[c].append(np.broadcast_to(np.array(v, dtype=np.int64), a.shape)
+                               if v is not None else a.copy())
         del ops
+        release_memory(rows)  # the slice's other columns
     n = sum(len(k) for k in kinds)
     if not n:
         return empty.copy()  # the empty table gpu_ops makes
@@ -392,21 +406,19 @@ def _exact_times(df: pd.DataFrame) -> bool:
 def _gaps(ops: pd.DataFrame, calls: pd.DataFrame, span: tuple[int, int],
           window: tuple[int, int] | None, min_gap_ns: int,
           steps: StepResult, lookup: tuple[np.ndarray, int]) -> GapResult:
-    """The report window's gaps (the GAP_LIST_LIMIT longest listed), and each step's launch
-    wait (filled into ``steps``) from the span's gaps, on the whole GPU timeline's narrow
-    columns. (Interim: the whole gap table, as analyze() makes it.)"""
-    from cgprof.metrics.gaps import MeasuredGaps, measure_gaps, window_gaps
-    from cgprof.metrics.steps import classify_steps
+    """The report window's gaps (the GAP_LIST_LIMIT longest listed) and each step's launch
+    wait (filled into ``steps``, from the span's gaps however short), measured on the whole
+    GPU timeline's narrow columns without a table of every gap
+    (:func:`cgprof.metrics.gaps.measure_gaps_reduced`)."""
     from cgprof.report.json_report import GAP_LIST_LIMIT
 
-    measured = measure_gaps(ops, calls, window=span, streams=window == span)
-    span_gaps: GapResult | MeasuredGaps = measured.result() if window == span else measured
-    del measured
-    gaps = window_gaps(span_gaps, ops, calls, span, window) if window != span else span_gaps
-    assert isinstance(gaps, GapResult)
-    table, lo = lookup
-    pid = int(calls["pid"].to_numpy()[0]) if len(calls) else 0
-    none = _no_call_steps()
-    classify_steps(dataclasses.replace(steps, call_steps=none, lookup=(table, lo, pid, none)),
-                   span_gaps.gaps)
-    return gaps.above(min_gap_ns).longest(GAP_LIST_LIMIT)
+    wait = (lookup[0], lookup[1], len(steps.steps))
+    if window == span:
+        gaps, per = measure_gaps_reduced(ops, calls, span, min_gap_ns, GAP_LIST_LIMIT,
+                                         wait=wait)
+    else:
+        _, per = measure_gaps_reduced(ops, calls, span, wait=wait, tables=False)
+        gaps, _ = measure_gaps_reduced(ops, calls, window, min_gap_ns, GAP_LIST_LIMIT)
+    assert gaps is not None and per is not None  # (asked for both)
+    fill_launch_wait(steps, per)
+    return gaps

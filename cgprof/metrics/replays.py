@@ -110,26 +110,23 @@ def _replays_of(ops: pd.DataFrame, launches: pd.DataFrame, node_level: bool) -> 
 
 
 def merge_replays(parts: list[ReplayResult], node_level: bool) -> ReplayResult:
-    """:func:`graph_replays` of a whole one-process trace from the results of its chunks
+    """:func:`graph_replays` of a whole trace from the results of its chunks
     (docs/chunked.md): each part is ``graph_replays(ops_c, replay_calls_c, node_level)`` of a
-    chunk's graph-launch calls and the GPU ops with their correlation ids, in any order.
+    chunk's graph-launch calls (a run of consecutive rows of the trace's calls) and the GPU
+    ops with their correlation ids, the parts in the order of their calls.
 
     A replay's row depends only on its launch call and the ops of its (pid, corr_id), all in
     the call's chunk, so the rows are the chunks' rows. The whole run stable-sorts the calls,
-    in ``calls`` row order, by start: the rows are put in (api_start_ns, corr_id) order, which
-    is that order on the traces the chunked path takes (one process, correlation ids rising
-    with the call rows: :func:`cgprof.metrics.chunked.plan`), then numbered again. The summary
-    (a mean in row order, quantiles) and the cost model (np.polyfit) are computed from the
-    merged table, as the whole run computes them: neither merges from the parts' figures."""
+    in ``calls`` row order, by start; each part is that order of its calls, so the parts
+    joined in call order and stable-sorted by start are the whole run's order (ties across
+    parts keep the earlier part's rows first), then numbered again. The summary (a mean in
+    row order, quantiles) and the cost model (np.polyfit) are computed from the merged
+    table, as the whole run computes them: neither merges from the parts' figures."""
     tables = [p.replays for p in parts if len(p.replays)]
     if not tables:
         return _no_replays(node_level)  # what graph_replays gives with no replay, tested
     merged = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
-    pid = merged["pid"].to_numpy()
-    if int(pid.min()) != int(pid.max()):
-        raise ValueError("merge_replays: replays of more than one process (the row order of "
-                         "their calls is not their correlation-id order)")
-    order = np.lexsort((merged["corr_id"].to_numpy(), merged["api_start_ns"].to_numpy()))
+    order = np.argsort(merged["api_start_ns"].to_numpy(), kind="stable")
     replays = merged.take(order).reset_index(drop=True)
     replays["replay"] = np.arange(len(replays), dtype=np.int64)
     return ReplayResult(replays=replays, summary=_summary(replays), node_level=node_level,
