@@ -480,13 +480,16 @@ class SqliteSource(Source):
         self._duck_failed = os.environ.get("CGPROF_ENGINE", "").lower() == "sqlite3"
         self._cursors: dict[str, Any] = {}  # the DuckDB cursor of each read ahead
         #: the process tables written apart once (:class:`Spill`), read instead of the file
-        #: by a read of one process's rows
-        self.spill: Spill | None = None
+        #: by a read of one process's rows; or the activity tables written once
+        #: (:class:`TableSpill`), read instead of the file by every read
+        self.spill: Spill | TableSpill | None = None
 
     def _spilled(self, table: str, columns: list[str]) -> Any:
         """A function reading ``table``'s rows of the one process :attr:`pid_filter` keeps
         from :attr:`spill`, or None when the spill does not hold them."""
         f = self.pid_filter
+        if isinstance(self.spill, TableSpill):
+            return self.spill.reader(table, columns, f)
         if (self.spill is None or not isinstance(f, PidFilter) or not f.keep or len(f.pids) != 1
                 or f.column(table, columns) is None or f.none_of(table)
                 or not self.spill.holds(table, columns)):
@@ -713,6 +716,87 @@ class Spill:
             del col
             release_arrow_pool()  # the column as read (kept by Arrow's pool until then)
         return pa.Table.from_arrays(cols, names=columns)
+
+
+class TableSpill:
+    """The activity tables of an SQLite export (the columns the loader reads, and the row
+    id), written once as Parquet in ``folder`` (DuckDB ``COPY``, within the memory cap), one
+    file each in row groups of :data:`SPILL_ROW_GROUP` rows: a trace read a chunk at a time
+    (:class:`RowRange`, cgprof.metrics.chunked) then scans SQLite once, not once per chunk
+    (SQLite has no index on start times or correlation ids), and each chunk reads the row
+    groups whose statistics meet its range. Rows read back in row-id order, the order a
+    scan of the file gives them."""
+
+    ROWID = "__rowid"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.columns: dict[str, list[str]] = {}  # table -> the nsys columns written
+
+    @classmethod
+    def write(cls, src: SqliteSource, folder: Path) -> TableSpill | None:
+        """Every activity table of ``src`` into ``folder``; None when DuckDB cannot (the
+        reads then filter the file, chunk by chunk)."""
+        con = src._duckdb()
+        if con is None:
+            return None
+        spill = cls(folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for table in RowRange.ACTIVITY:
+                have = src.tables.get(table, [])
+                cols = [c for c in S.READ_COLUMNS.get(table, []) if c in have]
+                if not cols:
+                    continue
+                sel = ", ".join(f'"{c}"' for c in cols)
+                out = folder / f"{table}.parquet"
+                con.execute(f'COPY (SELECT {sel}, rowid AS {cls.ROWID} FROM s."{table}") '
+                            f"TO '{_sql_str(str(out))}' (FORMAT parquet, "
+                            f"ROW_GROUP_SIZE {SPILL_ROW_GROUP})")
+                spill.columns[table] = cols
+        except Exception:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        return spill
+
+    def reader(self, table: str, columns: list[str], rows: Any) -> Any:
+        """A function reading ``table``'s ``columns`` (the rows ``rows``, a
+        :class:`RowRange` or None, keeps) from the spill, or None when it does not hold
+        them."""
+        if not set(columns) <= set(self.columns.get(table, ())):
+            return None
+        if rows is not None and not isinstance(rows, RowRange):
+            return None
+        return lambda: self._read(table, columns, rows)
+
+    def _read(self, table: str, columns: list[str], rows: RowRange | None) -> Any:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(self.folder / f"{table}.parquet") as pf:
+            if rows is not None and rows.none_of(table):
+                return pa.schema([pf.schema_arrow.field(c) for c in columns]).empty_table()
+            col = rows.column(table, columns) if rows is not None else None
+            groups = None
+            if rows is not None and col is not None:
+                groups = _groups_in(pf, col, rows._bounds(table, col))
+            if groups is None:
+                groups = list(range(pf.metadata.num_row_groups))
+            tbl = pf.read_row_groups(groups, columns=[*columns, self.ROWID],
+                                     use_threads=threads() > 1)
+        if rows is not None and col is not None:
+            tbl = tbl.filter(pa.array(rows.mask(tbl.column(col), col, table)))
+        rowid = np.asarray(tbl.column(self.ROWID).to_numpy(), dtype=np.int64)
+        if len(rowid) > 1 and not bool((rowid[1:] > rowid[:-1]).all()):
+            tbl = tbl.take(pa.array(np.argsort(rowid, kind="stable")))
+        return tbl.select(columns)
+
+
+#: Rows per row group of a :class:`TableSpill` file: what a chunk reads at least.
+SPILL_ROW_GROUP = 262_144
 
 
 #: DuckDB's own rows per Arrow batch, and the most cgprof asks for in one batch.

@@ -1013,11 +1013,13 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
     return trace
 
 
-def load_rows(path: str | Path, rows: E.RowRange, progress: Progress | None = None) -> Trace:
+def load_rows(path: str | Path, rows: E.RowRange, progress: Progress | None = None,
+              spill: E.TableSpill | None = None) -> Trace:
     """The rows ``rows`` keeps of the trace at ``path`` (an SQLite export, nsys's
-    parquetdir/arrowdir export), from its cache entry when there is one: a chunk of a
-    one-process trace (cgprof.metrics.chunked), read with the filter in the scan. No cache
-    entry is written; the frames are the whole trace's rows, in its order."""
+    parquetdir/arrowdir export), from its cache entry when there is one, else from
+    ``spill`` (:func:`spill_tables` of it) or the file: a chunk of a one-process trace
+    (cgprof.metrics.chunked), read with the filter in the scan. No cache entry is written;
+    the frames are the whole trace's rows, in its order."""
     from cgprof import cache as C
 
     path = Path(path)
@@ -1031,9 +1033,32 @@ def load_rows(path: str | Path, rows: E.RowRange, progress: Progress | None = No
             hit.close()
         trace.shed()
     else:
-        trace = _load_source(path, path, say, False, pid_filter=rows)
+        trace = _load_source(path, path, say, False, pid_filter=rows, spill=spill)
     _release_arrow(len(trace.stored("kernels")) + len(trace.stored("runtime")))
     return trace
+
+
+def has_cache_entry(path: str | Path) -> bool:
+    """Whether the trace at ``path`` has a cache entry (what :func:`load` would read)."""
+    from cgprof import cache as C
+
+    path = Path(path)
+    src = C.lookup(path, None) if C.enabled() and path.is_file() else None
+    if src is None:
+        return False
+    src.close()
+    return True
+
+
+def spill_tables(path: str | Path, folder: Path) -> E.TableSpill | None:
+    """The activity tables of the SQLite export at ``path`` written once into ``folder``
+    (:class:`cgprof.engine.TableSpill`): one scan of the file for every chunk read after
+    it. None for other inputs, or where DuckDB cannot."""
+    src = open_source(Path(path))
+    try:
+        return E.TableSpill.write(src, folder) if isinstance(src, E.SqliteSource) else None
+    finally:
+        src.close()
 
 
 def _cached(path: Path, part: str | None, say: Progress) -> Trace | None:
@@ -1152,7 +1177,7 @@ def _named_damage(src: E.Source, path: Path) -> Iterator[None]:
 
 def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
                  pid_filter: E.PidFilter | E.RowRange | None = None, part: str | None = None,
-                 spill: E.Spill | None = None) -> Trace:
+                 spill: E.Spill | E.TableSpill | None = None) -> Trace:
     """Read ``src_path`` (``pid_filter``: some processes' rows only, then cached as entry
     ``part`` of ``path``, or not at all without one; ``spill``: see :func:`load_part`)."""
     from cgprof import cache as C
