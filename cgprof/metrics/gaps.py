@@ -31,6 +31,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from cgprof.metrics import intervals
 from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
     BUSY_COLUMNS,
@@ -49,6 +50,7 @@ from cgprof.metrics.intervals import (
     table_get,
     union_busy,
 )
+from cgprof.metrics.intervals import _sweep_run as sweep_run
 
 GAP_KINDS = ("in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays", "other",
              "window_edge")
@@ -287,8 +289,9 @@ def measure_gaps_reduced(ops: pd.DataFrame, calls: pd.DataFrame,
         make = functools.partial(_GapSummary, min_gap_ns=min_gap_ns, limit=limit or 0,
                                  wait=wait, keep=tables)
         run = chunked.run(window, make)
-        del chunked, live
+        del chunked
         if run is not None:
+            del live
             out, n, edges, busy = run
             del run
             assert isinstance(out, _GapSummary)
@@ -299,6 +302,88 @@ def measure_gaps_reduced(ops: pd.DataFrame, calls: pd.DataFrame,
     per = launch_wait_of(measured.gaps, *wait) if wait is not None else None
     result = measured.result(min_gap_ns).longest(limit) if tables else None
     return result, per
+
+
+@dataclass(frozen=True)
+class GapAsk:
+    """One measurement of :func:`measure_gaps_sliced_each`: the arguments of
+    :func:`measure_gaps_reduced` but for the ops and calls."""
+
+    window: tuple[int, int] | None
+    min_gap_ns: int = 0
+    limit: int | None = None
+    wait: tuple[np.ndarray, int, int] | None = None
+    tables: bool = True
+
+
+def measure_gaps_sliced(slices: Callable[[], Iterable[pd.DataFrame]], calls: pd.DataFrame,
+                        window: tuple[int, int] | None, min_gap_ns: int = 0,
+                        limit: int | None = None,
+                        wait: tuple[np.ndarray, int, int] | None = None, tables: bool = True,
+                        concat: Callable[[list[pd.DataFrame]], pd.DataFrame] | None = None,
+                        ) -> tuple[GapResult | None, np.ndarray | None]:
+    """``measure_gaps_reduced(ops, calls, window, min_gap_ns, limit, wait, tables)`` of the
+    GPU ops ``ops`` given a slice at a time, never all of them at once: ``slices()`` yields
+    frames of the ops' columns start_ns end_ns device_id stream_id pid corr_id kind in_graph
+    (more are left alone), each in (start, end) order as
+    :func:`cgprof.metrics.gpu.gpu_ops` sorts, whose concatenation in order is ``ops`` (some
+    may be empty); calling it again reads them again. The same tables, dtypes, longest gaps
+    and their order, totals and waits, bit for bit.
+
+    Where :func:`measure_gaps_reduced` takes the chunked sweep (:class:`_Chunked`: from
+    CHUNKED_MIN_OPS live ops, one process, plain int64 columns, times exact in float64, ops
+    in (start, end) order, devices fewer than _MAX_CODES ids apart, an inner gap), the
+    slices are swept in one pass (:class:`_SliceSweep`): each device's running max end and
+    the columns of the op that reached it, its busy figures and (``tables``) each (device,
+    stream)'s are carried from slice to slice; each gap's length and kind, the ``limit``
+    longest and the waits are taken in as :class:`_GapSummary` takes them; the gap rows are
+    placed, device by device with the window's edges, after the last slice. Held at once:
+    one slice, what a gap summary keeps (9 bytes a gap), a few figures per device and
+    stream, the calls' lookups; and at first the live slices until CHUNKED_MIN_OPS live ops
+    have come (fewer are measured whole). The checks of :meth:`_Chunked.of` are made slice
+    by slice (and across: each slice's first op not before the last one's last).
+
+    Elsewhere it falls back on the whole measurement: ``measure_gaps_reduced(concat(live),
+    ...)`` of the live ops (clipped to the window, none of zero length: what it measures of
+    ``ops``) joined by ``concat`` (default: ``pd.concat``), held slice by slice (below
+    CHUNKED_MIN_OPS, that is every one, or where a check fails before the sweep began) or
+    read again (``slices()`` once more, where the sweep was under way: a check failing on a
+    later slice, no inner gap, devices too far apart). ``limit`` None with ``tables``
+    (every gap listed) always falls back."""
+    ask = GapAsk(window, min_gap_ns, limit, wait, tables)
+    return measure_gaps_sliced_each(slices, calls, [ask], concat)[0]
+
+
+def measure_gaps_sliced_each(slices: Callable[[], Iterable[pd.DataFrame]], calls: pd.DataFrame,
+                             asks: list[GapAsk],
+                             concat: Callable[[list[pd.DataFrame]], pd.DataFrame] | None = None,
+                             ) -> list[tuple[GapResult | None, np.ndarray | None]]:
+    """:func:`measure_gaps_sliced` of each of ``asks`` (e.g. the steps' span for the waits,
+    the report's window for the tables), from one read of the slices (and one more for
+    those that fall back after their sweep began); the calls' lookups made once."""
+    join = concat if concat is not None else _concat_ops
+    shared = _SliceShared(calls)
+    runs = [_SlicedRun(ask, shared) for ask in asks]
+    for ops in slices():
+        cols = _slice_arrays(ops) if len(ops) else None  # (read once for every run)
+        for run in runs:
+            run.add(ops, cols)
+        del ops, cols
+    shared.drop()  # the calls' lookups, before the results' temporaries
+    results = [run.finish() for run in runs]
+    lost = [run for run in runs if run.lost]
+    if lost:
+        for ops in slices():
+            for run in lost:
+                run.hold(_live_ops(ops, run.ask.window))
+            del ops
+    return [got if got is not None else run.fallback(calls, join)
+            for run, got in zip(runs, results, strict=True)]
+
+
+def _concat_ops(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The slices of ops joined (:func:`measure_gaps_sliced`'s default ``concat``)."""
+    return pd.concat(frames, ignore_index=True)
 
 
 def add_launch_wait(per: np.ndarray, corr: np.ndarray, gap: np.ndarray, table: np.ndarray,
@@ -605,6 +690,17 @@ class _BusyStats:
         col[4] = max(int(col[4]), int(gap.max()))
         col[5] += gaps
 
+    def grow(self, m: int) -> None:
+        """Room for ``m`` more groups (codes ``ncodes`` on)."""
+        self.stats = np.concatenate([self.stats, np.zeros((6, m), dtype=np.int64)], axis=1)
+        self.ncodes += m
+
+    def taken(self, order: np.ndarray) -> _BusyStats:
+        """The figures of groups ``order`` (codes), coded 0, 1, ... in that order."""
+        out = _BusyStats(len(order))
+        out.stats = self.stats[:, order]
+        return out
+
     def frame(self, keys: list[str], values: list[np.ndarray]) -> pd.DataFrame:
         """:func:`segment_busy`'s table."""
         ops, first, last, gaps, gmax, count = self.stats
@@ -612,6 +708,38 @@ class _BusyStats:
         agg.update(ops=ops, first_start_ns=first, last_end_ns=last, span_ns=last - first,
                    busy_ns=last - first - gaps, gaps_ns=gaps, max_gap_ns=gmax, gap_count=count)
         return pd.DataFrame({c: np.asarray(agg[c], dtype=np.int64) for c in keys + BUSY_COLUMNS})
+
+
+def _calls_pid(calls: pd.DataFrame) -> int | None:
+    """The one process of ``calls`` when they are what :class:`_Chunked` takes: some calls,
+    plain int64 ids and times (the times exact in float64), categorical names, one process,
+    correlation ids in [0, 2**32) (match_pairs' coded keys); else None."""
+    if not len(calls):
+        return None
+    if any(calls[c].dtype != np.int64 for c in ("pid", "corr_id", "start_ns", "end_ns")) or (
+            not isinstance(calls["name"].dtype, pd.CategoricalDtype)):
+        return None
+    if not all(_exact_float(calls[c].to_numpy()) for c in ("start_ns", "end_ns")):
+        return None
+    pid, corr = calls["pid"].to_numpy(), calls["corr_id"].to_numpy()
+    if int(pid.min()) != int(pid.max()) or int(corr.min()) < 0 or int(corr.max()) >= 2**32:
+        return None
+    return int(pid[0])
+
+
+def _ops_fit(ops: pd.DataFrame, pid: int) -> bool:
+    """Non-empty ``ops`` as :class:`_Chunked` takes them beside calls of process ``pid``
+    (:func:`_calls_pid`), but for their order: plain int64 columns (times exact in float64),
+    bool ``in_graph``, categorical ``kind``, every op of ``pid``, correlation ids in
+    [0, 2**32)."""
+    if any(ops[c].dtype != np.int64 for c in _OP_INTS) or ops["in_graph"].dtype != bool or (
+            not isinstance(ops["kind"].dtype, pd.CategoricalDtype)):
+        return False
+    if not all(_exact_float(ops[c].to_numpy()) for c in ("start_ns", "end_ns")):
+        return False
+    p, corr = ops["pid"].to_numpy(), ops["corr_id"].to_numpy()
+    return int(p.min()) == int(p.max()) == pid and int(corr.min()) >= 0 and int(
+        corr.max()) < 2**32
 
 
 @dataclass
@@ -637,26 +765,20 @@ class _Chunked:
 
     @staticmethod
     def of(ops: pd.DataFrame, calls: pd.DataFrame) -> _Chunked | None:
-        if len(ops) < max(CHUNKED_MIN_OPS, 1) or not len(calls):
+        if len(ops) < max(CHUNKED_MIN_OPS, 1):
             return None
-        if any(ops[c].dtype != np.int64 for c in _OP_INTS) or ops["in_graph"].dtype != bool or (
-                not isinstance(ops["kind"].dtype, pd.CategoricalDtype)):
+        pid = _calls_pid(calls)
+        if pid is None or not _ops_fit(ops, pid):
             return None
-        if any(calls[c].dtype != np.int64 for c in ("pid", "corr_id", "start_ns", "end_ns")) or (
-                not isinstance(calls["name"].dtype, pd.CategoricalDtype)):
+        if not arrays_sorted([ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()]):
             return None
-        start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-        if not all(_exact_float(a) for a in (start, end, calls["start_ns"].to_numpy(),
-                                              calls["end_ns"].to_numpy())):
-            return None
-        pids = {v for df in (ops, calls) for v in (int(df["pid"].min()), int(df["pid"].max()))}
+        return _Chunked.lookups(ops, calls)
+
+    @staticmethod
+    def lookups(ops: pd.DataFrame, calls: pd.DataFrame) -> _Chunked:
+        """The sweep of ``ops`` (:meth:`of` checked them) with its lookup of the calls by
+        correlation id (:meth:`launch_rows`)."""
         corr = calls["corr_id"].to_numpy()
-        o_corr = ops["corr_id"].to_numpy()
-        if len(pids) != 1 or min(int(corr.min()), int(o_corr.min())) < 0 or max(
-                int(corr.max()), int(o_corr.max())) >= 2**32:
-            return None  # match_pairs' coded keys, or none
-        if not arrays_sorted([start, end]):
-            return None
         dense = _distinct_table(corr, narrow=True)  # launch_rows' values index call columns
         if dense is not None:
             return _Chunked(ops, calls, *dense)
@@ -718,27 +840,10 @@ class _Chunked:
             size = lead + busy["gap_count"].to_numpy() + trail
             out = make(int(size.sum()), cats, pid=self._pid())
             self._fill(out, code, devs, start, end, np.cumsum(size) - size + lead)
-        count = busy["gap_count"].to_numpy()
-        if not count.sum():
+        layout = _Layout.of(busy, lead, window)
+        if not layout.count.sum():
             return None
-        first, last = busy["first_start_ns"].to_numpy(), busy["last_end_ns"].to_numpy()
-        trail = (last < w1) if window is not None else np.zeros(len(devs), dtype=bool)
-        size = lead + count + trail
-        base = np.cumsum(size) - size + lead  # each device's first inner gap
-        n = int(size.sum())
-        edges = []
-        for i, d in enumerate(devs.tolist()):
-            lo = int(base[i]) - int(lead[i])
-            if out.dev.flags.writeable:  # else the one device's constant column
-                out.dev[lo:lo + int(size[i])] = d
-            if lead[i]:
-                out.edge(lo, cast(int, w0), int(first[i]))
-                edges.append(lo)
-            if trail[i]:
-                at = int(base[i] + count[i])
-                out.edge(at, int(last[i]), cast(int, w1))
-                edges.append(at)
-        return out, n, edges, busy
+        return out, layout.n, layout.place(out, devs, busy, window), busy
 
     def _pid(self) -> int:
         """The one process's id (:meth:`of` checked there is one)."""
@@ -754,18 +859,8 @@ class _Chunked:
         table (:func:`_busy_chunked`'s)."""
         ncodes = len(devs)
         stats = _BusyStats(ncodes)
-        ops, calls = self.ops, self.calls
-        stream, pid, corr = (ops[c].to_numpy() for c in ("stream_id", "pid", "corr_id"))
-        in_graph = ops["in_graph"].to_numpy()
-        kinds = ops["kind"]
-        is_copy = np.append(kinds.cat.categories.isin(["memcpy", "memset"]), False)
-        kcode = kinds.cat.codes.to_numpy()
-        c_start, c_end = calls["start_ns"].to_numpy(), calls["end_ns"].to_numpy()
-        names = calls["name"].cat.codes.to_numpy()
-        blank = out.api_categories.index("")
-        sync = _SyncEnds.of(calls)
-        k_other, k_between, k_copy, k_launch, k_sync, k_replay = (GAP_KINDS.index(k) for k in (
-            "other", "between_replays", "input_copy", "launch_bound", "sync_bound", "in_replay"))
+        cols = _OpColumns(_op_arrays(self.ops))
+        classify = _Classify(self)
         # Chunks of FILL_CHUNK rows: at the fill's end the whole gap table is in memory, and
         # a 1M-row chunk's ~20 temporaries added ~0.18 GB to the 10M peak.
         for c, rows, st, en, gap, prev_end, prev_pos in sweep_chunks(start, end, code, ncodes,
@@ -776,35 +871,146 @@ class _Chunked:
                 continue
             o = int(cursor[c])
             cursor[c] += len(sel)
-            at = out.slots(o, len(sel))
-            nxt, prv = rows[sel], prev_pos[sel]
-            g_start, g_end = prev_end[sel], st[sel]
-            out.start[at], out.end[at] = g_start, g_end
-            np.subtract(g_end, g_start, out=out.gap[at])
-            out.prev_stream[at] = stream[prv]
-            out.next_stream[at] = stream[nxt]
-            n_pid, n_corr = pid[nxt], corr[nxt]
-            out.next_corr[at] = n_corr
-            if out.next_pid.flags.writeable:  # else the one process's constant column
-                out.next_pid[at] = n_pid
-            ig, pg = in_graph[nxt], in_graph[prv]
-            both = np.flatnonzero(pg & ig)  # the same replay: compared only where both are
-            same = np.zeros(len(sel), dtype=bool)
-            same[both] = (pid[prv[both]] == n_pid[both]) & (corr[prv[both]] == n_corr[both])
-            take = self.launch_rows(n_corr)
-            known = take >= 0
-            take[~known] = 0
-            a_start, a_end = c_start[take], c_end[take]
-            kind = np.full(len(sel), k_other, dtype=np.int8)
-            kind[pg | ig] = k_between
-            kind[is_copy[kcode[prv]]] = k_copy
-            kind[known & (a_end > g_start)] = k_launch
-            kind[sync.returned(g_start, a_start, known & ~same)] = k_sync
-            kind[same] = k_replay
-            out.kind[at] = kind
-            out.api[at] = np.where(known, names[take], blank)
-            out.done(o, len(sel))
+            classify.write(out, o, prev_end[sel], st[sel], cols, rows[sel], prev_pos[sel])
         return stats.frame(["device_id"], [devs])
+
+
+def _op_arrays(ops: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The columns of (categorical-kind) ``ops`` that a sweep reads, as numpy arrays:
+    _OP_INTS, in_graph, the kinds' codes ("kcode") and per code whether it is a copy or a
+    memset ("is_copy", one more, False, for code -1)."""
+    out = {c: ops[c].to_numpy() for c in (*_OP_INTS, "in_graph")}
+    kinds = ops["kind"]
+    out["kcode"] = kinds.cat.codes.to_numpy()
+    out["is_copy"] = np.append(kinds.cat.categories.isin(["memcpy", "memset"]), False)
+    return out
+
+
+class _OpColumns:
+    """The op columns that classifying a gap reads (:meth:`_Classify.write`) of its ops before
+    and after, by position in ``ops`` (their :func:`_op_arrays`). Positions from ``len(ops)``
+    on are ``held`` ops (:class:`_SliceSweep`: per device of the slice, the op of an earlier
+    slice holding the running max end), whose columns are ``held[c][position - len(ops)]``."""
+
+    #: The columns read, "copy" being the op's kind is memcpy or memset.
+    NAMES = ("stream_id", "pid", "corr_id", "in_graph", "copy")
+
+    def __init__(self, ops: dict[str, np.ndarray], held: dict[str, np.ndarray] | None = None):
+        self.cols = ops
+        self.n = len(ops["start_ns"])
+        self.held = held
+
+    def _own(self, c: str, rows: np.ndarray) -> np.ndarray:
+        cols = self.cols
+        return cols["is_copy"][cols["kcode"][rows]] if c == "copy" else cols[c][rows]
+
+    def take(self, c: str, rows: np.ndarray) -> np.ndarray:
+        """Column ``c`` (one of :attr:`NAMES`) of the ops at positions ``rows``."""
+        if self.held is None or not len(rows) or int(rows.max()) < self.n:
+            return self._own(c, rows)
+        past = rows >= self.n
+        out = self._own(c, np.where(past, 0, rows))
+        out[past] = self.held[c][rows[past] - self.n]
+        return out
+
+
+class _Classify:
+    """What classifying a chunk of gaps reads of the API calls (:meth:`write`), made once per
+    sweep: the calls' lookup by correlation id (``chunked``'s), times, names and sync calls."""
+
+    def __init__(self, chunked: _Chunked):
+        calls = chunked.calls
+        self.launch_rows = chunked.launch_rows
+        self.api_categories = chunked._api_categories()
+        self.c_start, self.c_end = calls["start_ns"].to_numpy(), calls["end_ns"].to_numpy()
+        self.names = calls["name"].cat.codes.to_numpy()
+        self.blank = self.api_categories.index("")
+        self.sync = _SyncEnds.of(calls)
+
+    def write(self, out: _GapColumns, o: int, g_start: np.ndarray, g_end: np.ndarray,
+              cols: _OpColumns, nxt: np.ndarray, prv: np.ndarray) -> None:
+        """Gaps from ``g_start`` to ``g_end``, the ops after and before them at positions
+        ``nxt`` and ``prv`` of ``cols``: their table rows [o, o + len(nxt)), written into
+        ``out`` with their kinds (as :func:`_inner_gaps` gives them) and handed over
+        (:meth:`_GapColumns.done`)."""
+        k_other, k_between, k_copy, k_launch, k_sync, k_replay = (GAP_KINDS.index(k) for k in (
+            "other", "between_replays", "input_copy", "launch_bound", "sync_bound", "in_replay"))
+        k = len(nxt)
+        at = out.slots(o, k)
+        out.start[at], out.end[at] = g_start, g_end
+        np.subtract(g_end, g_start, out=out.gap[at])
+        out.prev_stream[at] = cols.take("stream_id", prv)
+        out.next_stream[at] = cols.take("stream_id", nxt)
+        n_pid, n_corr = cols.take("pid", nxt), cols.take("corr_id", nxt)
+        out.next_corr[at] = n_corr
+        if out.next_pid.flags.writeable:  # else the one process's constant column
+            out.next_pid[at] = n_pid
+        ig, pg = cols.take("in_graph", nxt), cols.take("in_graph", prv)
+        both = np.flatnonzero(pg & ig)  # the same replay: compared only where both are
+        same = np.zeros(k, dtype=bool)
+        pb = prv[both]
+        same[both] = (cols.take("pid", pb) == n_pid[both]) & (
+            cols.take("corr_id", pb) == n_corr[both])
+        take = self.launch_rows(n_corr)
+        known = take >= 0
+        take[~known] = 0
+        a_start, a_end = self.c_start[take], self.c_end[take]
+        kind = np.full(k, k_other, dtype=np.int8)
+        kind[pg | ig] = k_between
+        kind[cols.take("copy", prv)] = k_copy
+        kind[known & (a_end > g_start)] = k_launch
+        kind[self.sync.returned(g_start, a_start, known & ~same)] = k_sync
+        kind[same] = k_replay
+        out.kind[at] = kind
+        out.api[at] = np.where(known, self.names[take], self.blank)
+        out.done(o, k)
+
+
+@dataclass
+class _Layout:
+    """Where each device's gaps go in the gap table (device by device, each a window-edge
+    gap before its first op where ``lead``, its inner gaps, one after its last op where
+    ``trail``): per device its inner gaps' ``count``, rows (``size``) and first inner gap's
+    row (``base``); ``n`` rows in all."""
+
+    lead: np.ndarray
+    count: np.ndarray
+    trail: np.ndarray
+    size: np.ndarray
+    base: np.ndarray
+    n: int
+
+    @staticmethod
+    def of(busy: pd.DataFrame, lead: np.ndarray, window: tuple[int, int] | None) -> _Layout:
+        """``busy``: the device busy table; ``lead``: each device's first op starts after the
+        window's start."""
+        count = busy["gap_count"].to_numpy()
+        last = busy["last_end_ns"].to_numpy()
+        trail = (last < window[1]) if window is not None else np.zeros(len(count), dtype=bool)
+        size = lead + count + trail
+        base = np.cumsum(size) - size + lead  # each device's first inner gap
+        return _Layout(lead, count, trail, size, base, int(size.sum()))
+
+    def place(self, out: _GapColumns, devs: np.ndarray, busy: pd.DataFrame,
+              window: tuple[int, int] | None) -> list[int]:
+        """Write the device column (where ``out``'s is not one device's constant) and the
+        window-edge rows into ``out``; returns the edge rows."""
+        first, last = busy["first_start_ns"].to_numpy(), busy["last_end_ns"].to_numpy()
+        lead, count, trail, size, base = self.lead, self.count, self.trail, self.size, self.base
+        w0, w1 = window if window is not None else (None, None)
+        edges = []
+        for i, d in enumerate(devs.tolist()):
+            lo = int(base[i]) - int(lead[i])
+            if out.dev.flags.writeable:  # else the one device's constant column
+                out.dev[lo:lo + int(size[i])] = d
+            if lead[i]:
+                out.edge(lo, cast(int, w0), int(first[i]))
+                edges.append(lo)
+            if trail[i]:
+                at = int(base[i] + count[i])
+                out.edge(at, int(last[i]), cast(int, w1))
+                edges.append(at)
+        return edges
 
 
 @dataclass
@@ -986,8 +1192,7 @@ class _GapSummary(_GapColumns):
             add_launch_wait(self.wait_ns, self.next_corr[rows], gap[rows], self.table, self.lo)
         if not self.keep:
             return
-        self.gap_ns[at:at + k] = gap
-        self.kinds[at:at + k] = kind
+        self._keep(at, gap, kind)
         if self.limit <= 0:
             return
         # the listed gaps that can be among the longest: as long as the shortest kept
@@ -998,6 +1203,11 @@ class _GapSummary(_GapColumns):
         if len(rows):
             self._offer({"slot": rows + at, "edge": np.zeros(len(rows), dtype=bool),
                          **{c: getattr(self, c)[rows] for c in _TOP_COLUMNS}})
+
+    def _keep(self, at: int, gap: np.ndarray, kind: np.ndarray) -> None:
+        """Keep the lengths and kinds of table rows [at, at + len(gap))."""
+        self.gap_ns[at:at + len(gap)] = gap
+        self.kinds[at:at + len(gap)] = kind
 
     def edge(self, at: int, start: int, end: int) -> None:
         if not self.keep:
@@ -1056,6 +1266,373 @@ class _GapSummary(_GapColumns):
         }, copy=False)
         return dataclasses.replace(result, gaps=top,
                                    total=listed if listed > self.limit else None)
+
+
+#: Bits of a gap's position among its device's gaps in a :class:`_SlicedSummary` slot.
+_SLOT_BITS = 40
+
+
+class _SlicedSummary(_GapSummary):
+    """The :class:`_GapSummary` of a sweep over slices (:class:`_SliceSweep`), where a gap's
+    table row is not known before the last slice (it follows every gap of the devices with
+    lower ids): each gap is taken in at a slot ``key << _SLOT_BITS`` plus its position among
+    its device's gaps, ``key`` rising with the device id (:meth:`_SliceSweep.key`), so that
+    slots order as the rows will (the longest gaps' tie order); the lengths and kinds are
+    kept per key in the chunks they come in, placed by :meth:`_SliceSweep.finish`."""
+
+    def __init__(self, api_categories: list[str], pid: int, *, min_gap_ns: int, limit: int,
+                 wait: tuple[np.ndarray, int, int] | None, keep: bool):
+        super().__init__(0, api_categories, pid=pid, min_gap_ns=min_gap_ns, limit=limit,
+                         wait=wait, keep=keep)
+        self.kept: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+
+    def _keep(self, at: int, gap: np.ndarray, kind: np.ndarray) -> None:
+        self.kept.setdefault(at >> _SLOT_BITS, []).append((gap.copy(), kind.copy()))
+
+
+def _sweep_carried(start: np.ndarray, end: np.ndarray, code: np.ndarray | None,
+                   cmax: np.ndarray, cpos: np.ndarray, positions: bool = True,
+                   chunk: int | None = None):
+    """:func:`sweep_chunks` of a slice of a longer run of rows, each group's running max end
+    and holder carried in from the slices before: ``cmax``/``cpos`` per code (in place; cpos
+    -1: no row yet), as sweep_chunks carries them from one chunk to the next. ``code``: ints
+    in [0, len(cmax)), None: one group."""
+    n = len(start)
+    most = intervals.SWEEP_CHUNK
+    step = most if chunk is None else max(1, min(chunk, most))
+    ncodes = len(cmax)
+    for a in range(0, n, step):
+        b = min(a + step, n)
+        if code is None:
+            groups: list[tuple[int, np.ndarray | None]] = [(0, None)]
+        else:
+            cc = code[a:b]
+            by = np.argsort(cc, kind="stable")  # radix sort of small codes
+            bounds = np.cumsum(np.bincount(cc, minlength=ncodes))
+            groups = [(c, by[lo:hi]) for c, (lo, hi) in
+                      enumerate(zip([0, *bounds[:-1]], bounds, strict=True)) if hi > lo]
+        for c, r in groups:
+            rows = np.arange(a, b) if r is None else r + a
+            st = start[a:b] if r is None else start[rows]
+            en = end[a:b] if r is None else end[rows]
+            gap, prev_end, prev_pos = sweep_run(st, en, rows, cmax, cpos, c, positions)
+            yield c, rows, st, en, gap, prev_end, prev_pos
+
+
+def _slice_codes(arrays: list[np.ndarray]) -> tuple[np.ndarray | None, list[np.ndarray]]:
+    """Per row of a slice, a code of its tuple of ``arrays``' values among the slice's
+    distinct tuples (in sorted tuple order), and each array's value per code; None for the
+    codes where there is one tuple (:func:`_dense_code`, else ``np.unique``)."""
+    if all(int(a.min()) == int(a.max()) for a in arrays):
+        return None, [a[:1].astype(np.int64) for a in arrays]
+    coded = _dense_code(arrays)
+    if coded is not None:
+        return coded
+    uniq, inv = np.unique(np.stack(arrays), axis=1, return_inverse=True)
+    return inv.reshape(-1), list(uniq)
+
+
+class _Carry:
+    """Per group of ops (a device, or a device's stream), what a sweep carries from slice to
+    slice: the group's key, running max end and whether it has an op yet, its busy figures
+    (:class:`_BusyStats`), and (``held``) the columns (:attr:`_OpColumns.NAMES`) of the op
+    that reached the max, which the next gap's classification reads. Groups are coded in
+    the order they come (:meth:`codes`)."""
+
+    def __init__(self, held: bool = False):
+        self.codes_by_key: dict[tuple[int, ...], int] = {}
+        self.keys: list[tuple[int, ...]] = []
+        self.cmax = np.zeros(0, dtype=np.int64)
+        self.seen = np.zeros(0, dtype=bool)
+        self.stats = _BusyStats(0)
+        self.held = {c: np.zeros(0, dtype=bool if c in ("in_graph", "copy") else np.int64)
+                     for c in _OpColumns.NAMES} if held else None
+
+    def codes(self, values: list[np.ndarray]) -> np.ndarray:
+        """The codes of the groups whose keys are ``values`` (one array per key column),
+        new groups added."""
+        keys = list(zip(*(v.tolist() for v in values), strict=True))
+        new = [k for k in keys if k not in self.codes_by_key]
+        if new:
+            for k in new:
+                self.codes_by_key[k] = len(self.keys)
+                self.keys.append(k)
+            m = len(new)
+            self.cmax = np.concatenate([self.cmax, np.zeros(m, dtype=np.int64)])
+            self.seen = np.concatenate([self.seen, np.zeros(m, dtype=bool)])
+            self.stats.grow(m)
+            if self.held is not None:
+                self.held = {c: np.concatenate([a, np.zeros(m, dtype=a.dtype)])
+                             for c, a in self.held.items()}
+        return np.array([self.codes_by_key[k] for k in keys], dtype=np.intp)
+
+    def begin(self, lut: np.ndarray, n: int, positions: bool
+              ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray] | None]:
+        """The carry of groups ``lut`` into a slice of ``n`` rows, coded by their position in
+        ``lut``: (cmax, cpos) for :func:`_sweep_carried` (a group's holder at position ``n +``
+        its code: past the slice's rows) and the holders' columns (:class:`_OpColumns`'
+        ``held``)."""
+        cmax = self.cmax[lut]
+        seen = self.seen[lut]
+        cpos = np.where(seen, n + np.arange(len(lut)) if positions else 0, -1).astype(np.int64)
+        held = {c: a[lut] for c, a in self.held.items()} if self.held is not None else None
+        return cmax, cpos, held
+
+    def end(self, lut: np.ndarray, cmax: np.ndarray, cpos: np.ndarray,
+            cols: _OpColumns | None = None) -> None:
+        """Carry groups ``lut`` out of the slice swept (``cols``: its columns, to read the
+        new holders of the max from)."""
+        self.cmax[lut] = cmax
+        self.seen[lut] = cpos >= 0
+        if self.held is not None and cols is not None:
+            moved = np.flatnonzero((cpos >= 0) & (cpos < cols.n))  # a row of this slice
+            for c, a in self.held.items():
+                a[lut[moved]] = cols.take(c, cpos[moved])
+
+
+class _SliceShared:
+    """What the measurements of one :func:`measure_gaps_sliced_each` share: the calls' one
+    process (None: not what :class:`_Chunked` takes) and, made at the first sweep, their
+    lookups (:class:`_Classify`)."""
+
+    def __init__(self, calls: pd.DataFrame):
+        self.calls = calls
+        self.pid = _calls_pid(calls)
+        self._classify: _Classify | None = None
+
+    def classify(self) -> _Classify:
+        if self._classify is None:
+            self._classify = _Classify(_Chunked.lookups(pd.DataFrame(), self.calls))
+        return self._classify
+
+    def drop(self) -> None:
+        self._classify = None
+
+
+def _slice_arrays(ops: pd.DataFrame) -> dict[str, np.ndarray] | None:
+    """:func:`_op_arrays` of a slice of ops whose columns' dtypes are what :class:`_Chunked`
+    takes (:func:`_ops_fit`'s first test), else None."""
+    if any(ops[c].dtype != np.int64 for c in _OP_INTS) or ops["in_graph"].dtype != bool or (
+            not isinstance(ops["kind"].dtype, pd.CategoricalDtype)):
+        return None
+    return _op_arrays(ops)
+
+
+def _live_arrays(cols: dict[str, np.ndarray], window: tuple[int, int] | None
+                 ) -> dict[str, np.ndarray]:
+    """:func:`_live_ops` of a slice's :func:`_slice_arrays`: the rows that end after they
+    start once clipped to ``window`` (an op outside it ends at or before its clipped start),
+    their times clipped."""
+    start, end = cols["start_ns"], cols["end_ns"]
+    if window is not None and (int(start.min()) < window[0] or int(end.max()) > window[1]):
+        start, end = np.maximum(start, window[0]), np.minimum(end, window[1])
+    live = end > start
+    if live.all():
+        return {**cols, "start_ns": start, "end_ns": end}
+    rows = np.flatnonzero(live)
+    return {c: a if c == "is_copy" else a[rows]
+            for c, a in {**cols, "start_ns": start, "end_ns": end}.items()}
+
+
+class _SlicedRun:
+    """One measurement of :func:`measure_gaps_sliced_each` through the slices: its live ops
+    (:func:`_live_ops`) held while they are fewer than CHUNKED_MIN_OPS, then swept
+    (:class:`_SliceSweep`: the held ones first); every live slice held where the sweep
+    does not apply (the whole measurement, :meth:`fallback`); ``lost``: the sweep failed
+    after slices were let go (read them again into :meth:`hold`)."""
+
+    def __init__(self, ask: GapAsk, shared: _SliceShared):
+        self.ask, self.shared = ask, shared
+        self.held: list[pd.DataFrame] = []
+        self.rows = 0
+        self.empty: pd.DataFrame | None = None  # an empty live slice (no op live at all)
+        self.sweep: _SliceSweep | None = None
+        # measure_gaps_reduced's chunked sweep may apply: one process's calls, not every
+        # gap listed
+        self.may_sweep = shared.pid is not None and (ask.limit is not None or not ask.tables)
+        self.lost = False
+
+    def add(self, ops: pd.DataFrame, cols: dict[str, np.ndarray] | None) -> None:
+        """Take in a slice; ``cols``: its :func:`_slice_arrays`."""
+        if self.lost or (self.sweep is not None and not len(ops)):
+            return
+        if self.sweep is not None:
+            live = _live_arrays(cols, self.ask.window) if cols is not None else None
+            if live is None or (len(live["start_ns"]) and not self.sweep.add(live)):
+                self.sweep, self.lost = None, True
+            return
+        self.hold(_live_ops(ops, self.ask.window))
+        if self.may_sweep and self.rows >= max(CHUNKED_MIN_OPS, 1):
+            sweep = _SliceSweep(self.ask, self.shared)
+            if all((c := _slice_arrays(f)) is not None and sweep.add(c) for f in self.held):
+                self.sweep, self.held = sweep, []
+            else:
+                self.may_sweep = False  # hold them all: the whole measurement
+
+    def hold(self, live: pd.DataFrame) -> None:
+        if len(live):
+            self.held.append(live)
+            self.rows += len(live)
+        elif self.empty is None:
+            self.empty = live.iloc[0:0].copy()
+
+    def finish(self) -> tuple[GapResult | None, np.ndarray | None] | None:
+        """The sweep's result, or None (fall back; ``lost`` where its slices are gone)."""
+        if self.sweep is None:
+            return None
+        got = self.sweep.finish()
+        self.sweep = None
+        self.lost = got is None
+        return got
+
+    def fallback(self, calls: pd.DataFrame, concat: Callable[[list[pd.DataFrame]], pd.DataFrame]
+                 ) -> tuple[GapResult | None, np.ndarray | None]:
+        """:func:`measure_gaps_reduced` of the live slices held, joined by ``concat``."""
+        held, self.held = self.held, []
+        if not held:
+            held = [self.empty if self.empty is not None else pd.DataFrame(
+                {c: pd.Series(dtype="int64") for c in _OP_INTS})]
+        ops = concat(held)
+        del held
+        a = self.ask
+        return measure_gaps_reduced(ops, calls, a.window, a.min_gap_ns, a.limit, a.wait,
+                                    a.tables)
+
+
+class _SliceSweep:
+    """:meth:`_Chunked.run` into a :class:`_GapSummary` (and :func:`_stream_table_swept`)
+    over the live ops of :func:`measure_gaps_sliced` a slice at a time (:meth:`add`), the
+    result made after the last (:meth:`finish`). The trick: a slice's first op of a device
+    is swept against that device's carry (:class:`_Carry`), whose holder of the running max
+    end sits at a position past the slice's rows (:class:`_OpColumns`' ``held``), as a chunk
+    of sweep_chunks is swept against the chunks before."""
+
+    def __init__(self, ask: GapAsk, shared: _SliceShared):
+        assert shared.pid is not None  # (_SlicedRun.may_sweep)
+        self.ask, self.shared, self.pid = ask, shared, shared.pid
+        self.out: _SlicedSummary | None = _SlicedSummary(
+            shared.classify().api_categories, self.pid, min_gap_ns=ask.min_gap_ns,
+            limit=ask.limit or 0, wait=ask.wait, keep=ask.tables)
+        self.devices = _Carry(held=True)
+        self.streams = _Carry() if ask.tables else None
+        self.cursor: list[int] = []  # per device code: its gaps so far
+        self.last: tuple[int, int] | None = None  # (start, end) of the last op swept
+        self.d0: int | None = None  # the first device's id (:meth:`key`)
+        self.d_lo = self.d_hi = 0  # the lowest and highest device ids
+
+    def key(self, dev: np.ndarray) -> np.ndarray:
+        """:class:`_SlicedSummary`'s slot base of devices ``dev`` (ids < _MAX_CODES apart)."""
+        assert self.d0 is not None
+        return (dev.astype(np.int64) - self.d0 + _MAX_CODES) << _SLOT_BITS
+
+    def add(self, live: dict[str, np.ndarray]) -> bool:
+        """Sweep a non-empty slice of live ops (:func:`_live_arrays`); False: the chunked
+        sweep does not apply (a check of :meth:`_Chunked.of` or :meth:`_Chunked.run`
+        fails)."""
+        start, end = live["start_ns"], live["end_ns"]
+        p, corr = live["pid"], live["corr_id"]
+        if not (_exact_float(start) and _exact_float(end)) or not (
+                int(p.min()) == int(p.max()) == self.pid) or int(corr.min()) < 0 or int(
+                corr.max()) >= 2**32:
+            return False  # (as _ops_fit)
+        head = (int(start[0]), int(end[0]))
+        if (self.last is not None and head < self.last) or not arrays_sorted([start, end]):
+            return False
+        self.last = (int(start[-1]), int(end[-1]))
+        dev = live["device_id"]
+        code, (devs,) = _slice_codes([dev])
+        if self.d0 is None:
+            self.d0 = self.d_lo = self.d_hi = int(devs[0])
+        self.d_lo, self.d_hi = min(self.d_lo, int(devs[0])), max(self.d_hi, int(devs[-1]))
+        if self.d_hi - self.d_lo + 1 > _MAX_CODES:
+            return False  # as _dense_code of the devices in run()
+        n = len(start)
+        carry = self.devices
+        lut = carry.codes([devs])
+        self.cursor += [0] * (len(carry.keys) - len(self.cursor))
+        cmax, cpos, held = carry.begin(lut, n, positions=True)
+        cols = _OpColumns(live, held)
+        classify = self.shared.classify()
+        keys = self.key(devs)
+        out = self.out
+        assert out is not None  # (until finish)
+        for c, rows, st, en, gap, prev_end, prev_pos in _sweep_carried(
+                start, end, code, cmax, cpos, chunk=FILL_CHUNK):
+            g = int(lut[c])
+            sel = np.flatnonzero(gap > 0)
+            carry.stats.add(g, st, en, gap, len(sel))
+            if not len(sel):
+                continue
+            o = self.cursor[g]
+            self.cursor[g] += len(sel)
+            assert self.cursor[g] < 1 << _SLOT_BITS
+            classify.write(out, int(keys[c]) + o, prev_end[sel], st[sel], cols, rows[sel],
+                           prev_pos[sel])
+        carry.end(lut, cmax, cpos, cols)
+        del cols
+        if self.streams is not None:  # (device, stream) busy figures, as _stream_table_swept
+            code, values = _slice_codes([dev, live["stream_id"]])
+            lut = self.streams.codes(values)
+            cmax, cpos, _ = self.streams.begin(lut, n, positions=False)
+            for c, _rows, st, en, gap, _pe, _pp in _sweep_carried(start, end, code, cmax, cpos,
+                                                                  positions=False):
+                self.streams.stats.add(int(lut[c]), st, en, gap, np.count_nonzero(gap > 0))
+            self.streams.end(lut, cmax, cpos)
+        return True
+
+    def finish(self) -> tuple[GapResult | None, np.ndarray | None] | None:
+        """:func:`measure_gaps_reduced`'s result (as :meth:`_GapSummary.result` makes it
+        after :meth:`_Chunked.run`); None where there is no inner gap (the whole path)."""
+        ask, sink = self.ask, self.out
+        assert sink is not None
+        self.out = None
+        ids = np.array([k[0] for k in self.devices.keys], dtype=np.int64)
+        order = np.argsort(ids)
+        devs = ids[order]
+        busy = self.devices.stats.taken(order).frame(["device_id"], [devs])
+        window = ask.window
+        lead = (busy["first_start_ns"].to_numpy() > window[0]) if window is not None else (
+            np.zeros(len(devs), dtype=bool))
+        layout = _Layout.of(busy, lead, window)
+        if not layout.count.sum():
+            return None
+        if not ask.tables:
+            return None, sink.wait_ns
+        out = _GapSummary(layout.n, sink.api_categories,
+                          device=int(devs[0]) if len(devs) == 1 else None, pid=self.pid,
+                          min_gap_ns=ask.min_gap_ns, limit=ask.limit or 0)
+        keys = self.key(devs) >> _SLOT_BITS
+        for i, key in enumerate(keys.tolist()):
+            at = int(layout.base[i])
+            kept = sink.kept.pop(key, [])[::-1]
+            while kept:  # each chunk given back once in place
+                gap, kind = kept.pop()
+                out.gap_ns[at:at + len(gap)] = gap
+                out.kinds[at:at + len(gap)] = kind
+                at += len(gap)
+                del gap, kind
+            assert at == int(layout.base[i] + layout.count[i])
+        edges = layout.place(out, devs, busy, window)
+        top = sink.top
+        if len(top["slot"]):  # each device's slots to its rows
+            slot = top["slot"]
+            i = np.searchsorted(keys, slot >> _SLOT_BITS)
+            out._offer({**top, "slot": layout.base[i] + (slot & ((1 << _SLOT_BITS) - 1))})
+        out.wait_ns = sink.wait_ns
+        del sink
+        streams = self._stream_table()
+        return out.result(layout.n, edges, busy, streams, window), out.wait_ns
+
+    def _stream_table(self) -> pd.DataFrame:
+        """:func:`_stream_table_swept`'s table (:func:`_stream_table`'s, beyond _MAX_CODES
+        pairs: the same figures)."""
+        assert self.streams is not None
+        keys = ["device_id", "stream_id"]
+        dev, stream = (np.array([k[i] for k in self.streams.keys], dtype=np.int64)
+                       for i in (0, 1))
+        order = np.lexsort((stream, dev))
+        u = self.streams.stats.taken(order).frame(keys, [dev[order], stream[order]])
+        return u[[*keys, "ops", "busy_ns", "span_ns", "gap_count", "gaps_ns", "max_gap_ns"]]
 
 
 def _is_copy(kinds: pd.Series, rows: np.ndarray) -> np.ndarray:
