@@ -141,7 +141,7 @@ def test_command_reads_in_chunks_under_the_cap(tmp_path: Path) -> None:
         assert j.returncode == 0 and t.returncode == 0, j.stderr + t.stderr
         assert j.stdout == whole_json.stdout, f"cached={cached}"
         assert t.stdout == whole_text.stdout, f"cached={cached}"
-        notes = [ln for ln in j.stderr.splitlines() if "chunk of steps at a time" in ln]
+        notes = [ln for ln in j.stderr.splitlines() if "at a time (" in ln]
         assert len(notes) == 1 and "(9 chunks)" in notes[0], j.stderr
         json.loads(j.stdout)
 
@@ -153,7 +153,7 @@ def test_command_with_all_gaps_reads_whole(tmp_path: Path) -> None:
     out = tmp_path / "o.json"
     r = _cli(trace, "--json", str(out), "--all-gaps", "--memory-limit", "100MB", env=env)
     assert r.returncode == 0, r.stderr
-    assert "chunk of steps" not in r.stderr
+    assert "at a time (" not in r.stderr
     doc = json.loads(out.read_text())
     assert doc["gpu"]["gaps_total"] == len(doc["gpu"]["gaps"]) > json_report.GAP_LIST_LIMIT \
         or doc["gpu"]["gaps_total"] == len(doc["gpu"]["gaps"])

@@ -103,8 +103,8 @@ def _analyze_chunked(path: Path, step, skip, min_gap_us, say):
     def planned(chunks: int) -> None:
         need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
         click.echo(f"cgprof: note: {path}: read a chunk of steps at a time ({chunks} "
-                   f"chunks): its whole analysis would hold ~{need / 1e9:.1f} GB, above the "
-                   f"memory cap {E.memory_limit()}", err=True)
+                   f"chunk{'' if chunks == 1 else 's'}): its whole analysis would hold "
+                   f"~{need / 1e9:.1f} GB, above the memory cap {E.memory_limit()}", err=True)
 
     return analyze_path(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=say,
                         chunk_steps=int(forced) if forced else None, chunk_rows=rows,

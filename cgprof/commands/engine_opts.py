@@ -63,18 +63,19 @@ def peak_rss() -> int | None:
 
 def _note_over_cap(cap: str, source: str) -> None:
     """One line on stderr when the command held more memory than the cap the user set: the cap
-    bounds the SQLite read (and how much of a multi-rank trace is read at once), not the
-    analysis of what was read, and a user who asked for 1GB should not
-    believe the run kept to it (stdout stays the report's, or the JSON's)."""
+    bounds the SQLite read and how much of a trace is read at once (a rank; for `analyze`, a
+    chunk of steps), not everything an analysis keeps, and a user who asked for 1GB should
+    not believe the run kept to it (stdout stays the report's, or the JSON's)."""
     from cgprof.engine import parse_size
 
     peak = peak_rss()
     if peak is None or peak <= parse_size(cap):
         return
     click.echo(f"cgprof: note: this run held {peak / 1e9:.2f} GB at its peak, above "
-               f"{source} {cap}, which caps the SQLite read (and reads a multi-rank trace "
-               f"one rank at a time): the analysis of what was read is not capped "
-               f"(docs/engine.md)", err=True)
+               f"{source} {cap}, which caps the SQLite read and how much of a trace is read "
+               f"at once (a multi-rank trace one rank at a time; for `analyze`, a one-process "
+               f"trace a chunk of steps at a time): what an analysis keeps beside is not "
+               f"capped (docs/engine.md)", err=True)
 
 
 def note_apart(path: Any, ranks: int) -> None:
@@ -123,11 +124,11 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
     wrapper = click.option(
         "--memory-limit", metavar="SIZE", callback=_check_size,
-        help="Memory cap, e.g. 1GB (default 4GB, or $CGPROF_MEMORY_LIMIT). A multi-rank "
-             "trace whose whole analysis would exceed it is read rank by rank. "
-             "Otherwise it caps the SQLite reader (DuckDB), which spills to disk beyond it, "
-             "not the analysis after the read (one process, 10M kernels + 10M API calls: "
-             "~1.9 GB).")(wrapper)
+        help="Memory cap, e.g. 1GB (default 4GB, or $CGPROF_MEMORY_LIMIT). A trace whose "
+             "whole analysis would exceed it is read rank by rank (several processes) or, "
+             "by `analyze` without --html and --all-gaps, a chunk of steps at a time (one "
+             "process: the same report). It also caps the SQLite reader (DuckDB), which "
+             "spills to disk beyond it.")(wrapper)
     wrapper = click.option(
         "--no-cache", is_flag=True,
         help="Neither read nor write cgprof's columnar cache of the trace.")(wrapper)

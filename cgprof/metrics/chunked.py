@@ -17,8 +17,9 @@ The chunk contract every partial and merge function is written against:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from cgprof.metrics.coverage import (
     merge_coverage_partials,
     window_positions,
 )
-from cgprof.metrics.gaps import GapResult, measure_gaps_reduced
+from cgprof.metrics.gaps import GapAsk, GapResult, measure_gaps_sliced_each
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls, launch_cells, launch_table
 from cgprof.metrics.replays import ReplayResult, graph_replays, merge_replays
@@ -150,13 +151,57 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
     kept for the gaps); (3) each chunk: its calls and the GPU work they launched, measured
     and reduced to partials (steps, launches, replays, coverage, verdict); (4) the GPU
     timeline a slice of time at a time, for the gaps; then the partials merged."""
+    path = Path(path)
+    with _spilled(path, progress) as spill:
+        return _analyze_path(path, spill, step, skip, min_gap_us, progress, chunk_steps,
+                             chunk_rows, planned)
+
+
+@contextlib.contextmanager
+def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[Any]:
+    """The activity tables of the SQLite export at ``path`` written once to Parquet
+    (cgprof.trace.spill_tables) for the chunks to read, in a temporary folder of the cache
+    (of the system without one) removed at the end; None when the trace has a cache entry
+    (read instead), is not an SQLite file, or cannot be spilled (each chunk then scans it)."""
+    import shutil
+    import tempfile
+
+    from cgprof import cache as C
+    from cgprof import trace as T
+
+    if not path.is_file() or path.suffix.lower() == ".nsys-rep" or T.has_cache_entry(path):
+        yield None
+        return
+    root: Path | None = None
+    if C.enabled():
+        with contextlib.suppress(OSError):
+            C.cache_dir().mkdir(parents=True, exist_ok=True)
+            root = C.cache_dir()
+    folder = Path(tempfile.mkdtemp(prefix=".tmp-chunks-", dir=root))
+    try:
+        if progress is not None:
+            progress("writing the trace's tables once for its chunks")
+        yield T.spill_tables(path, folder / "tables")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_us: float,
+                  progress: Callable[[str], None] | None, chunk_steps: int | None,
+                  chunk_rows: int | None, planned: Callable[[int], None] | None
+                  ) -> AnalysisResult | None:
+    """:func:`analyze_path` with the tables read from ``spill`` (None: the trace's cache
+    entry, or the file itself)."""
     from cgprof import schema as S
     from cgprof import trace as T
 
-    path = Path(path)
     say = progress or (lambda _m: None)
+
+    def load(rows: E.RowRange) -> T.Trace:
+        return T.load_rows(path, rows, spill=spill)
+
     say("summarising the kernels")
-    heads = T.load_rows(path, E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE]))
+    heads = load(E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE]))
     kernel_table = kernel_summary(heads)
     meta, gpus = heads.meta, heads.gpus
     n_kernels, n_graph_rows = len(heads.stored("kernels")), len(heads.graph_trace)
@@ -165,7 +210,7 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
     k_corr = heads.stored("kernels")["corr_id"].to_numpy().copy()
     del heads
     say("reading CUDA API calls and NVTX ranges")
-    light = T.load_rows(path, E.RowRange(tables=[S.RUNTIME, S.NVTX]))
+    light = load(E.RowRange(tables=[S.RUNTIME, S.NVTX]))
     light.meta = meta
     api_table = api_summary(light)  # first: its temporaries beside the calls' frame alone
     release_memory(len(light.stored("runtime")))
@@ -205,7 +250,7 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
     parts = _Parts()
     replayed = False
     for c, t0, t1 in zip(chunks, lows, highs, strict=True):
-        sub = T.load_rows(path, E.RowRange(start=(t0, t1), corr=(c.corr_lo, c.corr_hi)))
+        sub = load(E.RowRange(start=(t0, t1), corr=(c.corr_lo, c.corr_hi)))
         calls_c = api_calls(sub, derived=False)
         if len(calls_c) != c.r1 - c.r0:
             raise AssertionError("cgprof: a chunk's API calls are not those planned")
@@ -224,6 +269,7 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
         parts.add(st, cs, calls_c, ops_c, kernels_c, k_rows, node_level)
         del sub, calls_c, ops_c, st, cs, kernels_c, k_rows
         release_memory(n_calls)  # the chunk's frames, before the next one is read
+    del k_corr, in_capture
     steps = inst.result(parts.steps(), _no_call_steps(), None)
     if not steps.steps["in_window"].any():
         return None  # every step warm-up or capture: the window is every step (whole path)
@@ -236,7 +282,7 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
 
     say("measuring GPU gaps a slice of time at a time")
     min_gap_ns = int(round(min_gap_us * 1000))
-    ops = _timeline(path, lows, highs, n_calls)
+    ops = _timeline(path, lows, highs, n_calls, spill)
     gaps = _gaps(ops, narrow, span, window, min_gap_ns, steps, (call_step, corr0))
     del ops, narrow, call_step
     win_steps = steps.window_steps()
@@ -345,53 +391,74 @@ class _Parts:
             [p.first_launch_ns for p in parts]))
 
 
-def _timeline(path: Path, lows: list[int], highs: list[int], rows: int) -> pd.DataFrame:
+def _timeline(path: Path, lows: list[int], highs: list[int], rows: int, spill: Any
+              ) -> Callable[[], Iterator[pd.DataFrame]]:
     """The GPU ops (:func:`cgprof.metrics.gpu.gpu_ops`) of the trace at ``path``, only the
-    columns the gap sweep reads, read a slice of start times at a time: the ops are sorted
-    by start, so the slices joined are the whole table's rows in its order."""
+    columns the gap sweep reads (:func:`_narrow`), a slice of start times at a time: a
+    callable that reads the slices (again at each call). The ops are sorted by start, so the
+    slices joined (:func:`_join`) are the whole table's rows in its order."""
     from cgprof import schema as S
     from cgprof import trace as T
 
     gpu = [S.KERNEL, S.MEMCPY, S.MEMSET, S.GRAPH_TRACE]
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in _OP_COLUMNS}
-    kinds: list[pd.Categorical] = []
-    empty = pd.DataFrame()
-    for t0, t1 in zip(lows, highs, strict=True):
-        sub = T.load_rows(path, E.RowRange(gpu_start=(t0, t1), tables=gpu))
-        ops = gpu_ops(sub)
-        del sub
-        empty = ops[_OP_COLUMNS].iloc[0:0]
-        for c in _OP_COLUMNS:
-            if c == "kind":  # (a slice without ops: an empty object column)
-                k = ops[c]
-                kinds.append(k.array if isinstance(k.dtype, pd.CategoricalDtype) else
-                             pd.Categorical(k.astype(str)))
-            else:  # a copy (or one value), not a view holding the slice's frame
-                a = ops[c].to_numpy()
-                v = constant_value(a) if c in ("device_id", "stream_id", "pid") else None
-                cols[c].append(np.broadcast_to(np.array(v, dtype=np.int64), a.shape)
-                               if v is not None else a.copy())
-        del ops
-        release_memory(rows)  # the slice's other columns
-    n = sum(len(k) for k in kinds)
+
+    def slices() -> Iterator[pd.DataFrame]:
+        for t0, t1 in zip(lows, highs, strict=True):
+            sub = T.load_rows(path, E.RowRange(gpu_start=(t0, t1), tables=gpu), spill=spill)
+            ops = gpu_ops(sub)
+            del sub
+            narrow = _narrow(ops)
+            del ops
+            release_memory(rows)  # the slice's other columns
+            yield narrow
+            del narrow
+        release_memory(rows)  # the last slice
+
+    return slices
+
+
+def _narrow(ops: pd.DataFrame) -> pd.DataFrame:
+    """The columns of ``ops`` the gap sweep reads (_OP_COLUMNS), copies that hold no view of
+    ``ops`` (a device, stream or process id that is one value: a constant view), ``kind``
+    categorical (a slice without ops: an empty object column)."""
+    out: dict[str, Any] = {}
+    for c in _OP_COLUMNS:
+        if c == "kind":
+            k = ops[c]
+            out[c] = k.array if isinstance(k.dtype, pd.CategoricalDtype) else pd.Categorical(
+                k.astype(str))
+        else:  # a copy (or one value), not a view holding the slice's frame
+            a = ops[c].to_numpy()
+            v = constant_value(a) if c in ("device_id", "stream_id", "pid") else None
+            out[c] = (np.broadcast_to(np.array(v, dtype=np.int64), a.shape) if v is not None
+                      else a.copy())
+    return pd.DataFrame(out, copy=False)
+
+
+def _join(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Slices of the GPU ops' narrow columns (:func:`_narrow`'s) in a frame: the kinds over
+    the categories of all, a device, stream or process id that is one value in every slice
+    a constant view (the gap sweep's fallback: :func:`measure_gaps_sliced_each`)."""
+    n = sum(len(f) for f in frames)
     if not n:
-        return empty.copy()  # the empty table gpu_ops makes
+        return frames[-1].iloc[0:0].copy()  # the empty table
+    kinds = [f["kind"].array for f in frames]
     out: dict[str, Any] = {}
     for c in _OP_COLUMNS:
         if c == "kind":
             cats = sorted({str(v) for k in kinds for v in k.categories})
             codes = np.concatenate([
                 np.asarray([cats.index(str(v)) for v in k.categories] + [-1],
-                           dtype=np.int8)[k.codes] for k in kinds]) if kinds else np.zeros(
-                0, dtype=np.int8)
+                           dtype=np.int8)[k.codes] for k in kinds])
             out[c] = pd.Categorical.from_codes(codes, categories=cats)
             continue
-        parts = cols.pop(c)
+        parts = [f[c].to_numpy() for f in frames]
         same = {constant_value(a) for a in parts if len(a)}
         if c in ("device_id", "stream_id", "pid") and len(same) == 1 and None not in same:
             out[c] = np.broadcast_to(np.array(same.pop(), dtype=np.int64), (n,))
         else:
-            out[c] = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            out[c] = np.concatenate(parts)
+        del parts
     return pd.DataFrame(out, copy=False)
 
 
@@ -403,22 +470,25 @@ def _exact_times(df: pd.DataFrame) -> bool:
                               for c in ("start_ns", "end_ns"))
 
 
-def _gaps(ops: pd.DataFrame, calls: pd.DataFrame, span: tuple[int, int],
-          window: tuple[int, int] | None, min_gap_ns: int,
+def _gaps(slices: Callable[[], Iterator[pd.DataFrame]], calls: pd.DataFrame,
+          span: tuple[int, int], window: tuple[int, int] | None, min_gap_ns: int,
           steps: StepResult, lookup: tuple[np.ndarray, int]) -> GapResult:
     """The report window's gaps (the GAP_LIST_LIMIT longest listed) and each step's launch
-    wait (filled into ``steps``, from the span's gaps however short), measured on the whole
-    GPU timeline's narrow columns without a table of every gap
-    (:func:`cgprof.metrics.gaps.measure_gaps_reduced`)."""
+    wait (filled into ``steps``, from the span's gaps however short), measured on the GPU
+    timeline's narrow columns a slice at a time (:func:`_timeline`), without a table of
+    every gap, both from one read of the slices
+    (:func:`cgprof.metrics.gaps.measure_gaps_sliced_each`: as
+    :func:`cgprof.metrics.gaps.measure_gaps_reduced` of the slices joined)."""
     from cgprof.report.json_report import GAP_LIST_LIMIT
 
     wait = (lookup[0], lookup[1], len(steps.steps))
     if window == span:
-        gaps, per = measure_gaps_reduced(ops, calls, span, min_gap_ns, GAP_LIST_LIMIT,
-                                         wait=wait)
+        (gaps, per), = measure_gaps_sliced_each(
+            slices, calls, [GapAsk(span, min_gap_ns, GAP_LIST_LIMIT, wait=wait)], _join)
     else:
-        _, per = measure_gaps_reduced(ops, calls, span, wait=wait, tables=False)
-        gaps, _ = measure_gaps_reduced(ops, calls, window, min_gap_ns, GAP_LIST_LIMIT)
+        (_, per), (gaps, _) = measure_gaps_sliced_each(slices, calls, [
+            GapAsk(span, wait=wait, tables=False),
+            GapAsk(window, min_gap_ns, GAP_LIST_LIMIT)], _join)
     assert gaps is not None and per is not None  # (asked for both)
     fill_launch_wait(steps, per)
     return gaps
