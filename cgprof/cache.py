@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -729,3 +730,22 @@ def clear() -> int:
             n += not entry.name.startswith(".tmp-")
             shutil.rmtree(entry, ignore_errors=True)
     return n
+
+
+@contextlib.contextmanager
+def temp_folder(prefix: str) -> Iterator[Path]:
+    """A temporary folder in the cache folder (in the system's temporary folder when the
+    cache is off or cannot be made), removed at the end: where a run writes a trace's
+    tables apart once for its ranks or chunks to read (cgprof.engine.Spill, TableSpill)."""
+    import tempfile
+
+    root: Path | None = None
+    if enabled():
+        with contextlib.suppress(OSError):
+            cache_dir().mkdir(parents=True, exist_ok=True)
+            root = cache_dir()
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

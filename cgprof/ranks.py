@@ -570,8 +570,6 @@ def _spilled(path: Any, pids: Sequence[int], progress: Any) -> Any:
     of the cache (of the system without one) removed at the end; None when fewer than two
     ranks are to be read from the file (the others' cache entries are read), or the file
     cannot be spilled."""
-    import shutil
-    import tempfile
     from pathlib import Path
 
     from cgprof import cache as C
@@ -582,18 +580,10 @@ def _spilled(path: Any, pids: Sequence[int], progress: Any) -> Any:
     if len(todo) < 2 or not Path(path).is_file():
         yield None
         return
-    root: Path | None = None
-    if use:
-        with contextlib.suppress(OSError):
-            C.cache_dir().mkdir(parents=True, exist_ok=True)
-            root = C.cache_dir()
-    folder = Path(tempfile.mkdtemp(prefix=".tmp-spill-", dir=root))
-    try:
+    with C.temp_folder(".tmp-spill-") as folder:
         if progress is not None:
             progress("writing each process's rows apart")
         yield spill_processes(path, folder)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _noted_heads(path: Any) -> list[RankHead] | None:

@@ -21,7 +21,7 @@ import pytest
 
 import cgprof
 from cgprof.metrics import analyze
-from cgprof.metrics.chunked import analyze_path, chunk_rows
+from cgprof.metrics.chunked import GAP_LIMIT, analyze_path, chunk_rows
 from cgprof.report import json_report, text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,6 +114,10 @@ def test_shared_samples(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_traces_the_path_does_not_take(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _no_cache(monkeypatch)
     assert analyze_path(REPO / "traces" / name, chunk_steps=2) is None
+
+
+def test_the_default_gap_list_is_the_json_documents() -> None:
+    assert GAP_LIMIT == json_report.GAP_LIST_LIMIT
 
 
 def test_chunk_size_from_the_cap() -> None:

@@ -106,9 +106,11 @@ def _analyze_chunked(path: Path, step, skip, min_gap_us, say):
                    f"chunk{'' if chunks == 1 else 's'}): its whole analysis would hold "
                    f"~{need / 1e9:.1f} GB, above the memory cap {E.memory_limit()}", err=True)
 
+    from cgprof.report.json_report import GAP_LIST_LIMIT
+
     return analyze_path(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=say,
                         chunk_steps=int(forced) if forced else None, chunk_rows=rows,
-                        planned=planned)
+                        planned=planned, gap_limit=GAP_LIST_LIMIT)
 
 
 @click.command("analyze")

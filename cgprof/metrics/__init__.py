@@ -356,19 +356,30 @@ def analyze(
 def _info(trace: Trace, calls: pd.DataFrame, ranges: pd.DataFrame, steps: StepResult,
           window: tuple[int, int] | None, win_steps: pd.DataFrame) -> dict[str, Any]:
     """:attr:`AnalysisResult.info`."""
+    return trace_info(trace.path, trace.meta, trace.gpus, _processes(calls["pid"]),
+                      len(trace.stored("kernels")), len(trace.graph_trace), len(calls),
+                      len(ranges), steps, window, win_steps)
+
+
+def trace_info(path: Any, meta: Any, gpus: pd.DataFrame, processes: list[int], kernels: int,
+               graph_trace_rows: int, api_calls: int, nvtx_ranges: int, steps: StepResult,
+               window: tuple[int, int] | None, win_steps: pd.DataFrame) -> dict[str, Any]:
+    """:attr:`AnalysisResult.info` from the trace's facts and counts (``meta``: its
+    TraceMeta) and the steps' window: what an analysis of the whole trace and one of its
+    chunks (cgprof.metrics.chunked) both report."""
     return {
-        "path": str(trace.path),
-        "nsys_version": trace.meta.nsys_version,
-        "schema_version": trace.meta.schema_version,
-        "graph_trace_mode": trace.meta.graph_trace_mode,
-        "graph_trace_mode_source": trace.meta.graph_trace_mode_source,
+        "path": str(path),
+        "nsys_version": meta.nsys_version,
+        "schema_version": meta.schema_version,
+        "graph_trace_mode": meta.graph_trace_mode,
+        "graph_trace_mode_source": meta.graph_trace_mode_source,
         "gpus": [{"device_id": int(d), "name": str(n)} for d, n in
-                 zip(trace.gpus["device_id"], trace.gpus["name"], strict=True)],
-        "processes": _processes(calls["pid"]),
-        "kernels": int(len(trace.stored("kernels"))),
-        "graph_trace_rows": int(len(trace.graph_trace)),
-        "api_calls": int(len(calls)),
-        "nvtx_ranges": len(ranges),
+                 zip(gpus["device_id"], gpus["name"], strict=True)],
+        "processes": processes,
+        "kernels": int(kernels),
+        "graph_trace_rows": int(graph_trace_rows),
+        "api_calls": int(api_calls),
+        "nvtx_ranges": int(nvtx_ranges),
         "window_start_ns": window[0] if window else None,
         "window_end_ns": window[1] if window else None,
         "window_steps": [int(x) for x in win_steps["step"]] if window else [],

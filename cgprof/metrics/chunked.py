@@ -29,7 +29,7 @@ import pandas as pd
 
 from cgprof import engine as E
 from cgprof.engine import release_memory
-from cgprof.metrics import AnalysisResult
+from cgprof.metrics import AnalysisResult, trace_info
 from cgprof.metrics import launches as L
 from cgprof.metrics.coverage import (
     CoverageResult,
@@ -119,6 +119,10 @@ def rows_of_corr(corr: np.ndarray, chunk: Chunk) -> np.ndarray:
     return np.flatnonzero((corr >= chunk.corr_lo) & (corr <= chunk.corr_hi))
 
 
+#: Gaps listed when the caller does not say: the JSON document's list
+#: (cgprof.report.json_report.GAP_LIST_LIMIT, the report side's, not imported here).
+GAP_LIMIT = 1000
+
 #: Steps per chunk when the caller does not say.
 CHUNK_STEPS = 1000
 
@@ -138,7 +142,8 @@ _MIN_CHUNK_ROWS = 50_000
 def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
                  min_gap_us: float = 0.0, progress: Callable[[str], None] | None = None,
                  chunk_steps: int | None = None, chunk_rows: int | None = None,
-                 planned: Callable[[int], None] | None = None) -> AnalysisResult | None:
+                 planned: Callable[[int], None] | None = None,
+                 gap_limit: int = GAP_LIMIT) -> AnalysisResult | None:
     """:func:`cgprof.metrics.analyze` of the one-process trace at ``path``, its rows read a
     chunk of steps at a time (:func:`cgprof.trace.load_rows`): ``chunk_steps`` steps, else
     as many as hold about ``chunk_rows`` kernels + API calls, else :data:`CHUNK_STEPS`; the
@@ -154,7 +159,7 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
     path = Path(path)
     with _spilled(path, progress) as spill:
         return _analyze_path(path, spill, step, skip, min_gap_us, progress, chunk_steps,
-                             chunk_rows, planned)
+                             chunk_rows, planned, gap_limit)
 
 
 @contextlib.contextmanager
@@ -163,33 +168,22 @@ def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[Any
     (cgprof.trace.spill_tables) for the chunks to read, in a temporary folder of the cache
     (of the system without one) removed at the end; None when the trace has a cache entry
     (read instead), is not an SQLite file, or cannot be spilled (each chunk then scans it)."""
-    import shutil
-    import tempfile
-
     from cgprof import cache as C
     from cgprof import trace as T
 
     if not path.is_file() or path.suffix.lower() == ".nsys-rep" or T.has_cache_entry(path):
         yield None
         return
-    root: Path | None = None
-    if C.enabled():
-        with contextlib.suppress(OSError):
-            C.cache_dir().mkdir(parents=True, exist_ok=True)
-            root = C.cache_dir()
-    folder = Path(tempfile.mkdtemp(prefix=".tmp-chunks-", dir=root))
-    try:
+    with C.temp_folder(".tmp-chunks-") as folder:
         if progress is not None:
             progress("writing the trace's tables once for its chunks")
         yield T.spill_tables(path, folder / "tables")
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_us: float,
                   progress: Callable[[str], None] | None, chunk_steps: int | None,
-                  chunk_rows: int | None, planned: Callable[[int], None] | None
-                  ) -> AnalysisResult | None:
+                  chunk_rows: int | None, planned: Callable[[int], None] | None,
+                  gap_limit: int) -> AnalysisResult | None:
     """:func:`analyze_path` with the tables read from ``spill`` (None: the trace's cache
     entry, or the file itself)."""
     from cgprof import schema as S
@@ -283,36 +277,15 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     say("measuring GPU gaps a slice of time at a time")
     min_gap_ns = int(round(min_gap_us * 1000))
     ops = _timeline(path, lows, highs, n_calls, spill)
-    gaps = _gaps(ops, narrow, span, window, min_gap_ns, steps, (call_step, corr0))
+    gaps = _gaps(ops, narrow, span, window, min_gap_ns, steps, (call_step, corr0), gap_limit)
     del ops, narrow, call_step
     win_steps = steps.window_steps()
     replays = parts.replays(node_level)
     coverage = parts.coverage(early)
     v = verdict(win_steps, replays, coverage, graph_trace_mode=meta.graph_trace_mode,
                 partial=parts.verdict())
-    info = {
-        "path": str(path),
-        "nsys_version": meta.nsys_version,
-        "schema_version": meta.schema_version,
-        "graph_trace_mode": meta.graph_trace_mode,
-        "graph_trace_mode_source": meta.graph_trace_mode_source,
-        "gpus": [{"device_id": int(d), "name": str(n)} for d, n in
-                 zip(gpus["device_id"], gpus["name"], strict=True)],
-        "processes": processes,
-        "kernels": int(n_kernels),
-        "graph_trace_rows": int(n_graph_rows),
-        "api_calls": int(n_calls),
-        "nvtx_ranges": len(ranges),
-        "window_start_ns": window[0] if window else None,
-        "window_end_ns": window[1] if window else None,
-        "window_steps": [int(x) for x in win_steps["step"]] if window else [],
-        "window_reason": steps.window_reason(),
-        "summaries_scope": "whole trace, as nsys stats",
-        "step_range": steps.name,
-        "step_source": steps.source,
-        "steps": int(len(steps.steps)),
-        "steps_skipped": steps.skipped,
-    }
+    info = trace_info(path, meta, gpus, processes, n_kernels, n_graph_rows, n_calls,
+                      len(ranges), steps, window, win_steps)
     return AnalysisResult(info=info, launches=parts.launches(), api_summary=api_table,
                           kernel_summary=kernel_table, nvtx_summary=nvtx_table, gaps=gaps,
                           replays=replays, steps=steps, verdict=v,
@@ -472,23 +445,21 @@ def _exact_times(df: pd.DataFrame) -> bool:
 
 def _gaps(slices: Callable[[], Iterator[pd.DataFrame]], calls: pd.DataFrame,
           span: tuple[int, int], window: tuple[int, int] | None, min_gap_ns: int,
-          steps: StepResult, lookup: tuple[np.ndarray, int]) -> GapResult:
-    """The report window's gaps (the GAP_LIST_LIMIT longest listed) and each step's launch
+          steps: StepResult, lookup: tuple[np.ndarray, int], gap_limit: int) -> GapResult:
+    """The report window's gaps (the ``gap_limit`` longest listed) and each step's launch
     wait (filled into ``steps``, from the span's gaps however short), measured on the GPU
     timeline's narrow columns a slice at a time (:func:`_timeline`), without a table of
     every gap, both from one read of the slices
     (:func:`cgprof.metrics.gaps.measure_gaps_sliced_each`: as
     :func:`cgprof.metrics.gaps.measure_gaps_reduced` of the slices joined)."""
-    from cgprof.report.json_report import GAP_LIST_LIMIT
-
     wait = (lookup[0], lookup[1], len(steps.steps))
     if window == span:
         (gaps, per), = measure_gaps_sliced_each(
-            slices, calls, [GapAsk(span, min_gap_ns, GAP_LIST_LIMIT, wait=wait)], _join)
+            slices, calls, [GapAsk(span, min_gap_ns, gap_limit, wait=wait)], _join)
     else:
         (_, per), (gaps, _) = measure_gaps_sliced_each(slices, calls, [
             GapAsk(span, wait=wait, tables=False),
-            GapAsk(window, min_gap_ns, GAP_LIST_LIMIT)], _join)
+            GapAsk(window, min_gap_ns, gap_limit)], _join)
     assert gaps is not None and per is not None  # (asked for both)
     fill_launch_wait(steps, per)
     return gaps

@@ -31,7 +31,6 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from cgprof.metrics import intervals
 from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
     BUSY_COLUMNS,
@@ -50,7 +49,6 @@ from cgprof.metrics.intervals import (
     table_get,
     union_busy,
 )
-from cgprof.metrics.intervals import _sweep_run as sweep_run
 
 GAP_KINDS = ("in_replay", "sync_bound", "launch_bound", "input_copy", "between_replays", "other",
              "window_edge")
@@ -1295,28 +1293,8 @@ def _sweep_carried(start: np.ndarray, end: np.ndarray, code: np.ndarray | None,
                    chunk: int | None = None):
     """:func:`sweep_chunks` of a slice of a longer run of rows, each group's running max end
     and holder carried in from the slices before: ``cmax``/``cpos`` per code (in place; cpos
-    -1: no row yet), as sweep_chunks carries them from one chunk to the next. ``code``: ints
-    in [0, len(cmax)), None: one group."""
-    n = len(start)
-    most = intervals.SWEEP_CHUNK
-    step = most if chunk is None else max(1, min(chunk, most))
-    ncodes = len(cmax)
-    for a in range(0, n, step):
-        b = min(a + step, n)
-        if code is None:
-            groups: list[tuple[int, np.ndarray | None]] = [(0, None)]
-        else:
-            cc = code[a:b]
-            by = np.argsort(cc, kind="stable")  # radix sort of small codes
-            bounds = np.cumsum(np.bincount(cc, minlength=ncodes))
-            groups = [(c, by[lo:hi]) for c, (lo, hi) in
-                      enumerate(zip([0, *bounds[:-1]], bounds, strict=True)) if hi > lo]
-        for c, r in groups:
-            rows = np.arange(a, b) if r is None else r + a
-            st = start[a:b] if r is None else start[rows]
-            en = end[a:b] if r is None else end[rows]
-            gap, prev_end, prev_pos = sweep_run(st, en, rows, cmax, cpos, c, positions)
-            yield c, rows, st, en, gap, prev_end, prev_pos
+    -1: no row yet). ``code``: ints in [0, len(cmax)), None: one group."""
+    return sweep_chunks(start, end, code, len(cmax), positions, chunk, carry=(cmax, cpos))
 
 
 def _slice_codes(arrays: list[np.ndarray]) -> tuple[np.ndarray | None, list[np.ndarray]]:

@@ -203,7 +203,8 @@ SWEEP_CHUNK = 1 << 20
 
 
 def sweep_chunks(start: np.ndarray, end: np.ndarray, code: np.ndarray | None = None,
-                 ncodes: int = 1, positions: bool = True, chunk: int | None = None):
+                 ncodes: int = 1, positions: bool = True, chunk: int | None = None,
+                 carry: tuple[np.ndarray, np.ndarray] | None = None):
     """:func:`gap_sweep` of int64 rows in (start, end) order, grouped by ``code`` (ints in
     [0, ncodes); None: one group), a chunk of SWEEP_CHUNK rows (or ``chunk``, when fewer) at a
     time.
@@ -216,11 +217,16 @@ def sweep_chunks(start: np.ndarray, end: np.ndarray, code: np.ndarray | None = N
     order). The trick: each group carries its running max and that row's position from one
     chunk into the next, so no temporary is longer than a chunk: at 10M rows the whole-array
     sweep's gathers, running maxima and gap arrays were each an 80 MB fresh allocation.
+    ``carry``: each group's running max and its row's position (``cpos`` -1: no row yet)
+    carried in from rows swept before these (a slice of a longer run), updated in place.
     """
     n = len(start)
     step = SWEEP_CHUNK if chunk is None else max(1, min(chunk, SWEEP_CHUNK))
-    cmax = np.zeros(ncodes, dtype=np.int64)
-    cpos = np.full(ncodes, -1, dtype=np.int64)  # -1: the group has no row yet
+    if carry is None:
+        cmax = np.zeros(ncodes, dtype=np.int64)
+        cpos = np.full(ncodes, -1, dtype=np.int64)  # -1: the group has no row yet
+    else:
+        cmax, cpos = carry
     for a in range(0, n, step):
         b = min(a + step, n)
         if code is None:
