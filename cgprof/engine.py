@@ -215,18 +215,19 @@ class PidFilter:
         col = S.PID_COLUMN.get(table)
         return col if col is not None and col in columns else None
 
-    def sql(self, col: str) -> str:
-        """The condition, in SQL (SQLite and DuckDB both); a NULL id is process 0's, as the
-        loader reads it (a NULL in a nullable integer column reads as 0)."""
+    def sql(self, col: str, table: str = "") -> str:
+        """The condition on ``col`` (of ``table``: the same for every table), in SQL
+        (SQLite and DuckDB both); a NULL id is process 0's, as the loader reads it (a NULL in
+        a nullable integer column reads as 0)."""
         pid = pid_sql(col)
         if not self.pids:
             return "TRUE" if not self.keep else "FALSE"
         ids = ", ".join(str(p) for p in self.pids)
         return f"{pid} {'IN' if self.keep else 'NOT IN'} ({ids})"
 
-    def mask(self, values: Any) -> Any:
-        """The condition on an Arrow column of global ids, as a numpy bool array (a NULL id
-        is process 0's, as in :meth:`sql`)."""
+    def mask(self, values: Any, col: str = "", table: str = "") -> Any:
+        """The condition on an Arrow column of global ids (``col`` of ``table``: the same for
+        every one), as a numpy bool array (a NULL id is process 0's, as in :meth:`sql`)."""
         import numpy as np
 
         hit = np.isin(_pids(values), np.asarray(self.pids, dtype=np.int64))
@@ -276,7 +277,7 @@ class RowRange:
             names = ("correlationId", "corr_id")
         return next((c for c in names if c in columns), None)
 
-    def _bounds(self, table: str, col: str) -> tuple[int, int]:
+    def bounds(self, table: str, col: str) -> tuple[int, int]:
         """Inclusive bounds of ``col``'s values in ``table`` (empty: lo > hi)."""
         if col in ("start", "start_ns"):
             bounds = self.start if self._table(table) == S.RUNTIME else self.gpu_start
@@ -286,7 +287,7 @@ class RowRange:
         return bounds
 
     def sql(self, col: str, table: str = "") -> str:
-        lo, hi = self._bounds(table, col)
+        lo, hi = self.bounds(table, col)
         return f'("{col}" >= {lo} AND "{col}" <= {hi})' if lo <= hi else "FALSE"
 
     def mask(self, values: Any, col: str, table: str = "") -> Any:
@@ -294,7 +295,7 @@ class RowRange:
         bool array."""
         import numpy as np
 
-        lo, hi = self._bounds(table, col)
+        lo, hi = self.bounds(table, col)
         v = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
         return (v >= lo) & (v <= hi)
 
@@ -379,9 +380,7 @@ class Source:
         col = f.column(table, columns) if f is not None else None
         if col is None or f is None:
             return ""
-        if f.none_of(table):
-            return "FALSE"
-        return f.sql(col, table) if isinstance(f, RowRange) else f.sql(col)
+        return "FALSE" if f.none_of(table) else f.sql(col, table)
 
     def read_ahead(self, table: str, columns: list[str]) -> None:
         """Start reading ``table``'s columns now, in a thread; the later :meth:`read` of the
@@ -632,19 +631,29 @@ class SqliteSource(Source):
         self.conn.close()
 
 
-class Spill:
+class _SpilledTables:
+    """Tables of an SQLite export written once as Parquet in ``folder`` (each with its row
+    ids, :data:`ROWID`), read instead of the file: what :class:`Spill` and
+    :class:`TableSpill` share."""
+
+    ROWID = "__rowid"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.columns: dict[str, list[str]] = {}  # table -> the nsys columns written
+
+    def holds(self, table: str, columns: list[str]) -> bool:
+        return set(columns) <= set(self.columns.get(table, ()))
+
+
+class Spill(_SpilledTables):
     """The process tables of an SQLite export, written once as Parquet in ``folder``, one
     file set per process (DuckDB ``COPY ... PARTITION_BY``, within the memory cap): a
     multi-rank trace read rank by rank then scans SQLite once, not once per rank (SQLite
     has no index on the process). Each process's rows read back in rowid order, the order
     a scan of the file gives them (:meth:`read`)."""
 
-    ROWID = "__rowid"
     PID = "__pid"
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.columns: dict[str, list[str]] = {}  # table -> the nsys columns written
 
     @classmethod
     def write(cls, src: SqliteSource, folder: Path) -> Spill | None:
@@ -678,9 +687,6 @@ class Spill:
             shutil.rmtree(folder, ignore_errors=True)
             return None
         return spill
-
-    def holds(self, table: str, columns: list[str]) -> bool:
-        return set(columns) <= set(self.columns.get(table, ()))
 
     def read(self, table: str, pid: int, columns: list[str]) -> Any:
         """Process ``pid``'s rows of ``table``, ``columns`` only, in rowid order."""
@@ -718,7 +724,7 @@ class Spill:
         return pa.Table.from_arrays(cols, names=columns)
 
 
-class TableSpill:
+class TableSpill(_SpilledTables):
     """The activity tables of an SQLite export (the columns the loader reads, and the row
     id), written once as Parquet in ``folder`` (DuckDB ``COPY``, within the memory cap), one
     file each in row groups of :data:`SPILL_ROW_GROUP` rows: a trace read a chunk at a time
@@ -726,12 +732,6 @@ class TableSpill:
     (SQLite has no index on start times or correlation ids), and each chunk reads the row
     groups whose statistics meet its range. Rows read back in row-id order, the order a
     scan of the file gives them."""
-
-    ROWID = "__rowid"
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.columns: dict[str, list[str]] = {}  # table -> the nsys columns written
 
     @classmethod
     def write(cls, src: SqliteSource, folder: Path) -> TableSpill | None:
@@ -765,7 +765,7 @@ class TableSpill:
         """A function reading ``table``'s ``columns`` (the rows ``rows``, a
         :class:`RowRange` or None, keeps) from the spill, or None when it does not hold
         them."""
-        if not set(columns) <= set(self.columns.get(table, ())):
+        if not self.holds(table, columns):
             return None
         if rows is not None and not isinstance(rows, RowRange):
             return None
@@ -782,7 +782,7 @@ class TableSpill:
             col = rows.column(table, columns) if rows is not None else None
             groups = None
             if rows is not None and col is not None:
-                groups = _groups_in(pf, col, rows._bounds(table, col))
+                groups = _groups_in(pf, col, rows.bounds(table, col))
             if groups is None:
                 groups = list(range(pf.metadata.num_row_groups))
             tbl = pf.read_row_groups(groups, columns=[*columns, self.ROWID],
@@ -1007,18 +1007,13 @@ class DirSource(Source):
         import pyarrow as pa
 
         assert self.pid_filter is not None
-        none = self.pid_filter.none_of(f.name[: -len(self.suffix)])
+        table = f.name[: -len(self.suffix)]
+        none = self.pid_filter.none_of(table)
         with self._batches(f, columns, col) as (schema, batches):
             kept = [] if none else [
-                b.filter(pa.array(self._mask(b.column(col), col, f.name))) for b in batches]
+                b.filter(pa.array(self.pid_filter.mask(b.column(col), col, table)))
+                for b in batches]
         return pa.Table.from_batches(kept, schema=schema)
-
-    def _mask(self, values: Any, col: str, file_name: str) -> Any:
-        f = self.pid_filter
-        assert f is not None
-        if isinstance(f, RowRange):
-            return f.mask(values, col, file_name[: -len(self.suffix)])
-        return f.mask(values)
 
     @contextlib.contextmanager
     def _batches(self, f: Path, columns: list[str], col: str | None = None) -> Any:
@@ -1042,7 +1037,7 @@ class DirSource(Source):
             rr = self.pid_filter
             if col is not None and isinstance(rr, RowRange) and not rr.none_of(
                     f.name[: -len(self.suffix)]):
-                groups = _groups_in(pf, col, rr._bounds(f.name[: -len(self.suffix)], col))
+                groups = _groups_in(pf, col, rr.bounds(f.name[: -len(self.suffix)], col))
             yield schema, pf.iter_batches(batch_size=_DEFAULT_BATCH, columns=columns,
                                           row_groups=groups, use_threads=threads() > 1)
 

@@ -257,12 +257,7 @@ def analyze(
     ops = gpu_ops(trace)
     say("cutting steps")
     steps = compute_steps(trace, calls, ops, step=step, skip=skip)
-    all_steps = steps.steps
-    span = None
-    if steps.source != "whole-trace" and len(all_steps):
-        gpu_end = all_steps["gpu_end_ns"].dropna()
-        span = (int(all_steps["start_ns"].min()),
-                max(int(all_steps["end_ns"].max()), int(gpu_end.max()) if len(gpu_end) else 0))
+    span = steps.span()
     window = steps.window()
     # Beside the summaries' thread, the gaps get one too (they read the ops and calls only),
     # while this one measures the replays and the coverage (H200 host, cached 1M kernels + 1M

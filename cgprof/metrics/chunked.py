@@ -18,7 +18,6 @@ The chunk contract every partial and merge function is written against:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,10 +266,8 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     steps = inst.result(parts.steps(), _no_call_steps(), None)
     if not steps.steps["in_window"].any():
         return None  # every step warm-up or capture: the window is every step (whole path)
-    all_steps = steps.steps
-    gpu_end = all_steps["gpu_end_ns"].dropna()
-    span = (int(all_steps["start_ns"].min()),
-            max(int(all_steps["end_ns"].max()), int(gpu_end.max()) if len(gpu_end) else 0))
+    span = steps.span()
+    assert span is not None  # steps from NVTX ranges, some in the window
     window = steps.window()
     early = steps.window_steps()
 
@@ -317,7 +314,6 @@ class _Parts:
         self.replay_parts: list[Any] = []
         self.coverage_parts: list[Any] = []
         self.verdict_parts: list[VerdictPartial] = []
-        self.n_window = 0
 
     def add(self, steps: pd.DataFrame, call_steps: pd.DataFrame, calls: pd.DataFrame,
             ops: pd.DataFrame, kernels: pd.DataFrame, kernel_rows: np.ndarray,
@@ -340,7 +336,6 @@ class _Parts:
                                                     kernel_rows=kernel_rows))
         is_eager = early["mode"].to_numpy() == "eager"
         self.verdict_parts.append(verdict_partial(calls, launches, is_eager))
-        self.n_window += len(early)
 
     def steps(self) -> pd.DataFrame:
         return pd.concat(self.step_parts, ignore_index=True)
@@ -357,11 +352,7 @@ class _Parts:
     def verdict(self) -> VerdictPartial:
         """The verdict partials merged: the chunks' window steps follow one another, so
         their per-step arrays are joined end to end."""
-        parts = self.verdict_parts
-        merged = merge_verdict_partials([dataclasses.replace(
-            p, first_launch_ns=np.zeros(0, dtype=np.int64)) for p in parts])
-        return dataclasses.replace(merged, first_launch_ns=np.concatenate(
-            [p.first_launch_ns for p in parts]))
+        return merge_verdict_partials(self.verdict_parts, joined=True)
 
 
 def _timeline(path: Path, lows: list[int], highs: list[int], rows: int, spill: Any

@@ -171,6 +171,17 @@ class StepResult:
         left = f" (left out: {dropped})" if dropped else ""
         return f"{n_in} steady-state steps{left}{skipped}"
 
+    def span(self) -> tuple[int, int] | None:
+        """Host start of the first step to the last end of any step or of its GPU work: the
+        time the gaps that classify the steps are measured over (None: whole-trace, or no
+        step)."""
+        st = self.steps
+        if self.source == "whole-trace" or not len(st):
+            return None
+        gpu_end = st["gpu_end_ns"].dropna()
+        return (int(st["start_ns"].min()),
+                max(int(st["end_ns"].max()), int(gpu_end.max()) if len(gpu_end) else 0))
+
     def window(self) -> tuple[int, int] | None:
         """Host start of the first window step to the end of the last window step or its GPU
         work (see :meth:`window_steps`)."""

@@ -254,16 +254,23 @@ def verdict_partial(calls: pd.DataFrame, launches: StepLaunches,
                           _first_launch_ns(calls, launches, is_eager))
 
 
-def merge_verdict_partials(parts: list[VerdictPartial]) -> VerdictPartial:
+def merge_verdict_partials(parts: list[VerdictPartial], joined: bool = False
+                           ) -> VerdictPartial:
     """The :class:`VerdictPartial` of the union of the partials' calls (at least one part).
     Associative: a driver may fold each chunk's partial into a running one
-    (``merge_verdict_partials([acc, part])``), so that only two sets of durations meet."""
+    (``merge_verdict_partials([acc, part])``), so that only two sets of durations meet.
+    ``joined``: each part's per-step array covers its own window steps, the parts' steps
+    one after another (chunks measured against their own window steps): the arrays are
+    joined end to end, in the parts' order, instead of taken per step at their minimum."""
     mine = ValueCounts.merge([p.mine for p in parts])
     every = None if len(mine) else ValueCounts.merge(
         [p.every for p in parts if p.every is not None])
-    first = parts[0].first_launch_ns.copy()
-    for p in parts[1:]:
-        np.minimum(first, p.first_launch_ns, out=first)
+    if joined:
+        first = np.concatenate([p.first_launch_ns for p in parts])
+    else:
+        first = parts[0].first_launch_ns.copy()
+        for p in parts[1:]:
+            np.minimum(first, p.first_launch_ns, out=first)
     return VerdictPartial(mine, every, first)
 
 
