@@ -210,6 +210,10 @@ class PidFilter:
         """True when no row of ``table`` is kept (not scanned at all)."""
         return self.tables is not None and table not in self.tables
 
+    def only_columns(self, table: str) -> frozenset[str] | None:
+        """The columns of ``table`` read (None: every one the loader reads)."""
+        return None
+
     def column(self, table: str, columns: list[str]) -> str | None:
         """The column of ``table`` to filter on, when it is among ``columns``."""
         col = S.PID_COLUMN.get(table)
@@ -248,13 +252,20 @@ class RowRange:
 
     def __init__(self, start: tuple[int, int] | None = None,
                  corr: tuple[int, int] | None = None, tables: Any = None,
-                 gpu_start: tuple[int, int] | None = None) -> None:
+                 gpu_start: tuple[int, int] | None = None,
+                 columns: dict[str, Any] | None = None) -> None:
         self.start = None if start is None else (int(start[0]), int(start[1]) - 1)
         self.corr = None if corr is None else (int(corr[0]), int(corr[1]))
         self.gpu_start = None if gpu_start is None else (int(gpu_start[0]),
                                                           int(gpu_start[1]) - 1)
         self.tables = (frozenset(t for t in self.ACTIVITY if t != S.NVTX) if tables is None
                        else frozenset(tables))
+        #: nsys table -> the only columns read of it (the others read as missing: a
+        #: summary's pass that needs few, cgprof.metrics.chunked)
+        self.columns = {t: frozenset(c) for t, c in (columns or {}).items()}
+
+    def only_columns(self, table: str) -> frozenset[str] | None:
+        return self.columns.get(self._table(table))
 
     @staticmethod
     def _table(table: str) -> str:
@@ -336,6 +347,13 @@ class Source:
         #: when set, every read keeps these processes' rows only (:class:`PidFilter`)
         self.pid_filter: PidFilter | RowRange | None = None
 
+    def readable(self, table: str) -> list[str]:
+        """The columns of ``table`` that a load reads: every one it has, but those a row
+        filter leaves out (:meth:`RowRange.only_columns`)."""
+        have = self.tables.get(table, [])
+        only = self.pid_filter.only_columns(table) if self.pid_filter is not None else None
+        return list(have) if only is None else [c for c in have if c in only]
+
     def read(self, table: str, columns: list[str]) -> Any:
         """The named columns of ``table`` (all of them must exist) as a pyarrow.Table."""
         _cap_arrow_threads()
@@ -400,7 +418,8 @@ class Source:
         those present): the kernel and CUDA API tables side by side, and the small tables
         beside them, each in its own thread."""
         for table, columns in S.READ_COLUMNS.items():
-            have = [c for c in columns if c in self.tables.get(table, ())]
+            readable = self.readable(table)
+            have = [c for c in columns if c in readable]
             if have:
                 self.read_ahead(table, have)
 
@@ -628,6 +647,8 @@ class SqliteSource(Source):
         self._cursors.clear()
         if self._duck is not None:
             self._duck.close()
+            self._duck = None
+            remove_duckdb_temp()
         self.conn.close()
 
 
@@ -731,7 +752,12 @@ class TableSpill(_SpilledTables):
     (:class:`RowRange`, cgprof.metrics.chunked) then scans SQLite once, not once per chunk
     (SQLite has no index on start times or correlation ids), and each chunk reads the row
     groups whose statistics meet its range. Rows read back in row-id order, the order a
-    scan of the file gives them."""
+    scan of the file gives them.
+
+    (Written in the loader's order instead, by start, end and row id, each table read whole
+    would need no sort; on the 10M trace under a 1GB cap DuckDB's sorts took 13 s more and
+    the run's peak RSS was the same, 0.95 GB: the loader's sort takes one column at a
+    time.)"""
 
     @classmethod
     def write(cls, src: SqliteSource, folder: Path) -> TableSpill | None:
@@ -772,6 +798,10 @@ class TableSpill(_SpilledTables):
         return lambda: self._read(table, columns, rows)
 
     def _read(self, table: str, columns: list[str], rows: RowRange | None) -> Any:
+        """The rows ``rows`` keeps, read a row group at a time into one array per column
+        (an integer column's values in one numpy buffer that the Arrow array shares, so
+        that cgprof.trace reads it without a copy): a whole table is held once, not as
+        Arrow's chunks and then their copy."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -785,14 +815,84 @@ class TableSpill(_SpilledTables):
                 groups = _groups_in(pf, col, rows.bounds(table, col))
             if groups is None:
                 groups = list(range(pf.metadata.num_row_groups))
-            tbl = pf.read_row_groups(groups, columns=[*columns, self.ROWID],
-                                     use_threads=threads() > 1)
-        if rows is not None and col is not None:
-            tbl = tbl.filter(pa.array(rows.mask(tbl.column(col), col, table)))
-        rowid = np.asarray(tbl.column(self.ROWID).to_numpy(), dtype=np.int64)
+            want = [*columns, self.ROWID]
+            schema = pa.schema([pf.schema_arrow.field(c) for c in want])
+
+            def pieces() -> Any:
+                for g in groups:
+                    tbl = pf.read_row_group(g, columns=want, use_threads=threads() > 1)
+                    if rows is not None and col is not None:
+                        tbl = tbl.filter(pa.array(rows.mask(tbl.column(col), col, table)))
+                    yield tbl
+
+            most = sum(pf.metadata.row_group(g).num_rows for g in groups)
+            got = _gather(pieces(), schema, most)
+        joined = {c: got.column(c) for c in want}
+        # rows back in row-id order (DuckDB's COPY keeps it: a check, not a sort)
+        rowid = joined.pop(self.ROWID).to_numpy(zero_copy_only=False)
         if len(rowid) > 1 and not bool((rowid[1:] > rowid[:-1]).all()):
-            tbl = tbl.take(pa.array(np.argsort(rowid, kind="stable")))
-        return tbl.select(columns)
+            order = pa.array(np.argsort(rowid, kind="stable"))
+            joined = {c: a.take(order) for c, a in joined.items()}
+        return pa.Table.from_arrays([joined[c] for c in columns], names=columns)
+
+
+def _gather(pieces: Any, schema: Any, most: int) -> Any:
+    """Arrow tables or record batches of ``schema``'s columns (``most`` rows at most in
+    all) as one table of one array per column, each piece given up once copied: an integer
+    column's values in one numpy buffer that the Arrow array shares (read by numpy without
+    a copy), so that a table read a row group at a time is held once, not as Arrow's chunks
+    and then their copy (10M kernels from a spill: 1.50 -> 1.09 GB at the read's peak)."""
+    import pyarrow as pa
+
+    out = {f.name: _ColumnFill(f.type, most) for f in schema}
+    for piece in pieces:
+        for c, fill in out.items():
+            col = piece.column(c)
+            fill.add(col.chunks if isinstance(col, pa.ChunkedArray) else [col])
+        piece = col = None
+        release_arrow_pool()  # the piece as read (kept by Arrow's pool until then)
+    return pa.Table.from_arrays([fill.array() for fill in out.values()], schema=schema)
+
+
+class _ColumnFill:
+    """One column read a piece at a time (:meth:`TableSpill._read`): an integer column's
+    values (and NULL mask, made at the first NULL) written into numpy buffers of ``most``
+    rows, any other column's Arrow chunks kept and joined at the end."""
+
+    def __init__(self, type_: Any, most: int) -> None:
+        import numpy as np
+        import pyarrow as pa
+
+        self.type, self.n = type_, 0
+        self.values = (np.empty(most, dtype=type_.to_pandas_dtype())
+                       if pa.types.is_integer(type_) else None)
+        self.mask: Any = None
+        self.chunks: list[Any] = []
+
+    def add(self, chunks: list[Any]) -> None:
+        """Append the Arrow arrays ``chunks``."""
+        import numpy as np
+
+        if self.values is None:
+            self.chunks.extend(chunks)
+            return
+        for a in chunks:
+            k = len(a)
+            if a.null_count:
+                if self.mask is None:
+                    self.mask = np.zeros(len(self.values), dtype=bool)
+                self.mask[self.n:self.n + k] = a.is_null().to_numpy(zero_copy_only=False)
+                a = a.fill_null(0)
+            self.values[self.n:self.n + k] = a.to_numpy()
+            self.n += k
+
+    def array(self) -> Any:
+        import pyarrow as pa
+
+        if self.values is None:
+            return pa.concat_arrays(self.chunks) if self.chunks else pa.array([], self.type)
+        n = self.n
+        return pa.array(self.values[:n], mask=None if self.mask is None else self.mask[:n])
 
 
 #: Rows per row group of a :class:`TableSpill` file: what a chunk reads at least.
@@ -894,17 +994,38 @@ def _duckdb_sqlite(path: Path) -> Any:
     con = duckdb.connect(config={
         "threads": threads(),
         "memory_limit": memory_limit(),
+        # where a sort or join beyond the cap spills (DuckDB's own default, for a database
+        # in memory: ".tmp" in the current folder, the user's)
+        "temp_directory": str(duckdb_temp()),
         "allow_unsigned_extensions": "true",
         "autoinstall_known_extensions": "false",
         "autoload_known_extensions": "false",
     })
     try:
+        # DuckDB draws a progress bar on stdout for a query past 2 s (a 10M-row scan or
+        # spill), and stdout holds only the report (``--json -``); its cursors inherit this
+        con.execute("SET enable_progress_bar = false")
         con.execute(f"LOAD '{_sql_str(str(exts[-1]))}'")
         con.execute(f"ATTACH '{_sql_str(str(path.resolve()))}' AS s (TYPE sqlite, READ_ONLY)")
     except Exception:
         con.close()
         raise
     return con
+
+
+def duckdb_temp() -> Path:
+    """The folder this process's DuckDB connections spill into (made by DuckDB when it
+    spills, in the system's temporary folder; removed by :func:`remove_duckdb_temp`)."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"cgprof-duckdb-{os.getpid()}"
+
+
+def remove_duckdb_temp() -> None:
+    """Remove :func:`duckdb_temp` once no connection uses it."""
+    import shutil
+
+    shutil.rmtree(duckdb_temp(), ignore_errors=True)
 
 
 def _sql_str(text: str) -> str:
@@ -953,6 +1074,8 @@ class DirSource(Source):
         return pq.read_schema(f)
 
     def _read(self, table: str, columns: list[str]) -> Any:
+        import pyarrow as pa
+
         f = self._file(self.path, table)
         col = self.pid_filter.column(table, columns) if self.pid_filter is not None else None
         try:
@@ -966,7 +1089,14 @@ class DirSource(Source):
             # ParquetFile, not pq.read_table: the same columns, without importing and
             # setting up pyarrow.dataset for each file (~10 ms over a cache entry's files).
             with pq.ParquetFile(f) as pf:
-                return pf.read(columns=columns, use_threads=threads() > 1)
+                meta = pf.metadata
+                if meta.num_row_groups < 2:
+                    return pf.read(columns=columns, use_threads=threads() > 1)
+                # a row group at a time, into one array per column (_gather)
+                schema = pa.schema([pf.schema_arrow.field(c) for c in columns])
+                return _gather((pf.read_row_group(g, columns=columns,
+                                                  use_threads=threads() > 1)
+                                for g in range(meta.num_row_groups)), schema, meta.num_rows)
         except OSError as exc:
             raise TraceError(f"{f}: cannot read ({_one_line(exc)})") from None
         except Exception as exc:
@@ -1008,12 +1138,20 @@ class DirSource(Source):
 
         assert self.pid_filter is not None
         table = f.name[: -len(self.suffix)]
-        none = self.pid_filter.none_of(table)
+        if self.pid_filter.none_of(table):
+            with self._batches(f, columns, col) as (schema, _):
+                return schema.empty_table()
+        flt = self.pid_filter
         with self._batches(f, columns, col) as (schema, batches):
-            kept = [] if none else [
-                b.filter(pa.array(self.pid_filter.mask(b.column(col), col, table)))
-                for b in batches]
-        return pa.Table.from_batches(kept, schema=schema)
+            kept = (b.filter(pa.array(flt.mask(b.column(col), col, table))) for b in batches)
+            if self.suffix != ".parquet":  # (Arrow IPC: mapped, the batches are views)
+                return pa.Table.from_batches(list(kept), schema=schema)
+            import pyarrow.parquet as pq
+
+            with pq.ParquetFile(f) as pf:
+                most = int(pf.metadata.num_rows)
+            # into one array per column (_gather), the other rows never held together
+            return _gather(kept, schema, most)
 
     @contextlib.contextmanager
     def _batches(self, f: Path, columns: list[str], col: str | None = None) -> Any:

@@ -499,9 +499,10 @@ def _arrow_ints(col: Any, path: Path, table: str, name: str) -> tuple[np.ndarray
 
 
 def _present(src: E.Source, table: str, spec: Spec) -> list[str]:
-    """The columns of ``spec`` that ``table`` has (none when the table is missing)."""
-    cols = src.tables.get(table)
-    return [c for c, _, _ in spec if cols is not None and c in cols]
+    """The columns of ``spec`` that ``table`` has and a load reads
+    (:meth:`cgprof.engine.Source.readable`; none when the table is missing)."""
+    cols = src.readable(table)
+    return [c for c, _, _ in spec if c in cols]
 
 
 def _int_frame(src: E.Source, table: str, spec: Spec,

@@ -194,7 +194,9 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
         return T.load_rows(path, rows, spill=spill)
 
     say("summarising the kernels")
-    heads = load(E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE]))
+    # the columns the summary, the coverage's tie rule and the graph mode read (a cache
+    # entry's frame is read whole)
+    heads = load(E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE], columns={S.KERNEL: _SUMMARY}))
     kernel_table = kernel_summary(heads)
     meta, gpus = heads.meta, heads.gpus
     n_kernels, n_graph_rows = len(heads.stored("kernels")), len(heads.graph_trace)
@@ -292,6 +294,10 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
 
 
 _MIN, _MAX = -(2**62), 2**62
+
+#: The kernels' nsys columns pass 1 reads: times (durations, the table's order), names,
+#: correlation ids, graph node ids (a trace's graph mode where its metadata does not say).
+_SUMMARY = ["start", "end", "correlationId", "demangledName", "shortName", "graphNodeId"]
 
 #: The columns of the GPU ops the gap sweep reads.
 _OP_COLUMNS = ["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id", "kind",

@@ -1,0 +1,161 @@
+"""The rows a chunked analysis reads (cgprof.trace.load_rows, cgprof.engine.TableSpill): an
+SQLite export spilled once to Parquet and read back a row group at a time gives the rows a
+filtered scan of the file gives, in the same order and with the same dtypes and NULLs; a
+read of some columns only (RowRange(columns=...)) gives those columns as the whole read
+does; DuckDB spills beyond the cap into a temporary folder of its own, not the user's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cgprof import engine as E
+from cgprof import schema as S
+from cgprof import trace as T
+from cgprof.metrics.summaries import kernel_summary
+
+REPO = Path(__file__).resolve().parents[1]
+#: eager (NULL graph node ids), graphed (ids in some row groups, not others), a graph-level
+#: trace (graph replays), DDP (two processes, NCCL kernels)
+TRACES = [REPO / "traces" / n for n in (
+    "mlp_train_eager.sqlite", "mlp_train_graph.sqlite", "mlp_train_graph_graphtrace.sqlite",
+    "ddp_mlp_train_graph.sqlite")]
+FRAMES = ("kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx")
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(autouse=True)
+def _no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CGPROF_NO_CACHE", "1")
+
+
+def _frames(trace: T.Trace) -> dict[str, pd.DataFrame]:
+    return {name: (trace.stored(name) if name in T.DERIVED else getattr(trace, name))
+            for name in FRAMES}
+
+
+def _same(got: T.Trace, want: T.Trace) -> None:
+    a, b = _frames(got), _frames(want)
+    for name in FRAMES:
+        pd.testing.assert_frame_equal(a[name], b[name], check_exact=True, obj=name)
+
+
+def _ranges(path: Path) -> list[E.RowRange]:
+    """Whole tables, API calls by start, GPU rows by correlation id and by start, some
+    tables only, and an empty range."""
+    whole = T.load(path, cache=False)
+    calls = whole.stored("runtime")
+    start = calls["start_ns"].to_numpy()
+    corr = calls["corr_id"].to_numpy()
+    lo, mid, hi = (int(np.quantile(start, q)) for q in (0.2, 0.5, 0.9))
+    c_lo, c_hi = int(np.quantile(corr, 0.3)), int(np.quantile(corr, 0.6))
+    return [E.RowRange(), E.RowRange(tables=E.RowRange.ACTIVITY),
+            E.RowRange(start=(lo, mid), corr=(c_lo, c_hi)),
+            E.RowRange(start=(mid, hi + 1)), E.RowRange(gpu_start=(lo, hi)),
+            E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE]),
+            E.RowRange(start=(hi, lo))]
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
+def test_spilled_rows_are_the_filtered_scans_rows(path: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # small row groups: the API calls of these traces are read from several
+    monkeypatch.setattr(E, "SPILL_ROW_GROUP", 1000)
+    spill = T.spill_tables(path, tmp_path / "spill")
+    assert spill is not None
+    groups = pq.ParquetFile(tmp_path / "spill" / f"{S.RUNTIME}.parquet")
+    assert groups.metadata.num_row_groups > 1  # (DuckDB: at least 2048 rows a group)
+    for rows in _ranges(path):
+        _same(T.load_rows(path, rows, spill=spill), T.load_rows(path, rows))
+
+
+def test_pieces_gathered_keep_their_values_nulls_and_types() -> None:
+    """cgprof.engine._gather: pieces (tables, record batches, several chunks) of integer
+    columns with and without NULLs, of narrow integers and of text, as one array each."""
+    schema = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("code", pa.int8()),
+                        ("text", pa.string()), ("flag", pa.bool_())])
+    rows = [
+        {"a": [1, None, 3], "b": [1, 2, 3], "code": [0, 1, -1], "text": ["x", None, "y"],
+         "flag": [True, False, True]},
+        {"a": [None, None], "b": [4, 5], "code": [2, 2], "text": ["z", "z"],
+         "flag": [False, False]},
+        {"a": [], "b": [], "code": [], "text": [], "flag": []},
+        {"a": [2**62, -7], "b": [-(2**63), 2**63 - 1], "code": [127, -128],
+         "text": [None, ""], "flag": [True, True]},
+    ]
+    tables = [pa.table(r, schema=schema) for r in rows]
+    pieces = [tables[0], tables[1].to_batches()[0] if tables[1].num_rows else tables[1],
+              tables[2], pa.concat_tables([tables[3].slice(0, 1), tables[3].slice(1)])]
+    got = E._gather(iter(pieces), schema, 20)
+    want = pa.concat_tables(tables).combine_chunks()
+    assert got.schema == schema and got.equals(want)
+    for c in got.column_names:
+        assert got.column(c).num_chunks == 1
+    plain = got.column("b").chunk(0)  # no NULL: a numpy view of the one buffer, no mask
+    assert plain.null_count == 0 and plain.to_numpy().base is not None
+    empty = E._gather(iter([]), schema, 0)
+    assert empty.num_rows == 0 and empty.schema == schema
+
+
+@pytest.mark.parametrize("path", TRACES[:3], ids=lambda p: p.name)
+@pytest.mark.parametrize("spilled", [False, True], ids=["file", "spill"])
+def test_a_read_of_some_columns_gives_them_as_the_whole_read(
+        path: Path, spilled: bool, tmp_path: Path) -> None:
+    from cgprof.metrics.chunked import _SUMMARY
+
+    spill = T.spill_tables(path, tmp_path / "spill") if spilled else None
+    whole = T.load(path, cache=False)
+    part = T.load_rows(path, E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE],
+                                        columns={S.KERNEL: _SUMMARY}), spill=spill)
+    got, want = part.stored("kernels"), whole.stored("kernels")
+    kept = ["start_ns", "end_ns", "corr_id", "name", "short_name", "graph_node_id"]
+    pd.testing.assert_frame_equal(got[kept], want[kept], check_exact=True)
+    # the columns left out read as a table without them does: 0
+    assert not got["device_id"].any() and not got["stream_id"].any()
+    assert (want["device_id"] >= 0).all() and want["stream_id"].any()
+    pd.testing.assert_frame_equal(kernel_summary(part), kernel_summary(whole),
+                                  check_exact=True)
+    assert part.meta.graph_trace_mode == whole.meta.graph_trace_mode
+    assert part.stored("runtime").empty and len(part.graph_trace) == len(whole.graph_trace)
+
+
+def test_duckdb_spills_into_its_own_temporary_folder(tmp_path: Path) -> None:
+    """A sort beyond DuckDB's memory limit writes into cgprof's temporary folder, removed
+    when the source closes; nothing is written in the current folder (DuckDB's default for
+    a database in memory is ``.tmp`` there), nor on stdout (DuckDB's progress bar, drawn
+    for a query past 2 s)."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    code = """
+import os, sys
+from pathlib import Path
+os.environ["CGPROF_MEMORY_LIMIT"] = "64MB"
+from cgprof import engine as E
+src = E.open_sqlite_early(Path(sys.argv[1]))
+con = src._duckdb()
+assert con is not None
+temp = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
+assert Path(temp) == E.duckdb_temp(), temp
+con.execute("SET memory_limit = '100MB'")  # a sort of ~0.3 GB: it must spill
+n = con.execute("SELECT count(*) FROM (SELECT i, md5(i::VARCHAR) AS h FROM range(4000000) "
+                "t(i) ORDER BY h)").fetchone()[0]
+spilled = E.duckdb_temp().is_dir()
+src.close()
+print(n, spilled, E.duckdb_temp().exists())
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(TRACES[0])], cwd=work, text=True,
+                         capture_output=True, timeout=240,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["4000000", "True", "False"], out.stdout[:300]
+    assert list(work.iterdir()) == []
