@@ -381,6 +381,8 @@ class Pending:
     def __init__(self, path: Path, tmp: Path, part: str | None = None) -> None:
         self.path, self.tmp, self.failed, self.part = path, tmp, False, part
         self.frames: dict[str, list[list[Any]]] = {}
+        #: an entry of nsys columns only that the frames written here go into (add_frames)
+        self.into: Path | None = None
 
     def write(self, table: str, tbl: Any) -> None:
         """Store the nsys columns read from ``table`` (the tables without a stored frame)."""
@@ -448,7 +450,18 @@ class Pending:
         if self.failed or not set(FRAME_TABLES) <= set(self.frames):
             self.abort()
             return None
+        if self.into is not None:
+            return _adopt(self.into, self.tmp, self.frames)
         return _finish(self.path, self.tmp, tables, self.frames, self.part)
+
+    def commit_columns(self, tables: dict[str, list[str]]) -> Path | None:
+        """Commit an entry of nsys columns only, no frame (cgprof.trace.spill_entry's: a
+        run that read the trace a chunk at a time, within the memory cap, never held the
+        whole frames to store)."""
+        if self.failed:
+            self.abort()
+            return None
+        return _finish(self.path, self.tmp, tables, {}, self.part)
 
     def abort(self) -> None:
         discard(self.tmp)
@@ -556,6 +569,49 @@ def write_later(pending: Pending, trace: Any, rebuild: Any,
     thread = threading.Thread(target=run, name="cgprof-cache-writer")
     _writers.append(thread)
     thread.start()
+
+
+def add_frames(entry: Path, path: Path, trace: Any, rebuild: Any) -> None:
+    """Store ``trace``'s frames (of the trace at ``path``) in ``entry``, an entry of nsys
+    columns only (cgprof.trace.spill_entry's, written by a run within the memory cap), and
+    list them in its manifest: then it is the entry a whole first load writes. From a
+    thread within :func:`background_writes`, as a first load's entry is written; a failure
+    costs only speed."""
+    pending = begin(path)
+    if pending is None:
+        return
+    pending.into = entry
+    if in_background():
+        write_later(pending, trace, rebuild, {})
+        return
+    try:
+        pending.write_trace(trace, rebuild)
+        pending.commit({})
+    except Exception:
+        pending.abort()
+
+
+def _adopt(entry: Path, tmp: Path, frames: dict[str, list[list[Any]]]) -> Path | None:
+    """Move the frame files written in ``tmp`` into ``entry`` (an entry of nsys columns
+    only), list them in its manifest (replaced whole, so that a reader sees the old one or
+    the new one), then remove the activity tables' nsys columns the frames replace."""
+    try:
+        manifest = _manifest(entry)
+        if manifest is None or manifest.get("frames"):  # gone, or another run did it
+            return None
+        for f in tmp.iterdir():
+            os.replace(f, entry / f.name)
+        manifest["frames"] = frames
+        staged = entry / f"{MANIFEST}.tmp"
+        staged.write_text(json.dumps(manifest))
+        os.replace(staged, entry / MANIFEST)
+        for table in FRAME_TABLES:
+            (entry / f"{table}.parquet").unlink(missing_ok=True)
+        return entry
+    except Exception:
+        return None
+    finally:
+        discard(tmp)
 
 
 def finish_writes() -> None:

@@ -964,7 +964,7 @@ def load(path: str | Path, progress: Progress | None = None, *,
     path = Path(path)
     say = progress or (lambda _msg: None)
     use_cache = (C.enabled() if cache is None else cache) and path.is_file()
-    trace = _cached(path, None, say) if use_cache else None
+    trace, columns_only = _cached(path, None, say) if use_cache else (None, None)
     if trace is None:
         if path.suffix.lower() == ".nsys-rep" and path.is_file():
             say("exporting the report to SQLite with nsys")
@@ -974,6 +974,10 @@ def load(path: str | Path, progress: Progress | None = None, *,
             trace = _load_source(path, path, say, use_cache)
     else:
         _checked(trace, path)
+        if columns_only is not None:
+            # an entry a run within the memory cap wrote, without frames: this whole load
+            # built them, and stores them in it (a later load reads them as built)
+            C.add_frames(columns_only, path, trace, _rebuild)
     _release_arrow(len(trace.stored("kernels")) + len(trace.stored("runtime")))
     return trace
 
@@ -1001,7 +1005,7 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
     say = progress or (lambda _msg: None)
     use_cache = (part is not None and (C.enabled() if cache is None else cache)
                  and path.is_file())
-    trace = _cached(path, part, say) if use_cache else None
+    trace, _ = _cached(path, part, say) if use_cache else (None, None)
     if trace is not None:
         _checked_part(trace, path, keep)
     else:
@@ -1051,6 +1055,33 @@ def has_cache_entry(path: str | Path) -> bool:
     return True
 
 
+def spill_entry(path: str | Path, pending: Any) -> E.TableSpill | None:
+    """The SQLite export at ``path`` written once into the cache entry ``pending``
+    (:class:`cgprof.cache.Pending`) makes, as nsys columns: its small tables as a load reads
+    them, and its activity tables as :func:`spill_tables` writes them (which a chunked
+    analysis reads). Committed (:meth:`cgprof.cache.Pending.commit_columns`), it is an
+    entry without frames: a later load builds the frames from it instead of SQLite, and a
+    later chunked analysis reads its chunks from it. None for other inputs, or where DuckDB
+    cannot (nothing is then committed)."""
+    src = open_source(Path(path))
+    try:
+        if not isinstance(src, E.SqliteSource):
+            return None
+        src.keep_reads = False
+        src.spool = pending.write  # the tables a load reads besides the activity ones
+        strings = _load_strings(src)
+        _read_meta(src)
+        _load_gpus(src)
+        _load_threads(src, strings)
+        src.spool = None
+        spill = E.TableSpill.write(src, pending.tmp)
+        if spill is not None:
+            spill.source_tables = src.tables
+        return spill
+    finally:
+        src.close()
+
+
 def spill_tables(path: str | Path, folder: Path) -> E.TableSpill | None:
     """The activity tables of the SQLite export at ``path`` written once into ``folder``
     (:class:`cgprof.engine.TableSpill`): one scan of the file for every chunk read after
@@ -1062,21 +1093,24 @@ def spill_tables(path: str | Path, folder: Path) -> E.TableSpill | None:
         src.close()
 
 
-def _cached(path: Path, part: str | None, say: Progress) -> Trace | None:
+def _cached(path: Path, part: str | None, say: Progress) -> tuple[Trace | None,
+                                                                   Path | None]:
     """The trace at ``path`` (or its ``part``) read from its cache entry, not yet checked;
     None when there is none, or it cannot be read (a broken entry costs a re-read, never the
-    analysis: it is discarded)."""
+    analysis: it is discarded); and the entry, when it holds nsys columns only (spill_entry's:
+    a whole load stores the frames it built in it)."""
     from cgprof import cache as C
 
     hit = C.lookup(path, part)
     if hit is None:
-        return None
+        return None, None
     say("reading the columnar cache")
     try:
-        return _load_tables(hit, path, say)
+        trace = _load_tables(hit, path, say)
     except Exception:
         C.discard(hit.entry)
-        return None
+        return None, None
+    return trace, (None if hit.frames else hit.entry)
 
 
 def _checked_part(trace: Trace, path: Path, keep: bool) -> None:

@@ -19,7 +19,11 @@ overwritten with --force), its wall time and its own peak RSS (``os.wait4``):
                 rank (each rank's rows alone), one.sqlite a chunk of steps at a time
                 (cgprof.metrics.chunked; SQLite's tables written once to Parquet first)
   capped_cached the same with the cache entry json_first wrote (one.sqlite: the chunks read
-                from it); both capped documents must be the uncapped one's bytes
+                from it)
+  capped_first  the same on an empty cache of its own: one.sqlite's tables written once as
+                a cache entry of nsys columns (round eleven), ranks4's ranks as entries
+  capped_again  the same again, reading that entry instead of SQLite
+                every capped document must be the uncapped one's bytes
 
 and, on one.sqlite and a second name of it (``one_b.sqlite``, a hard link: two runs to
 report on, one cache entry), from the cache:
@@ -29,8 +33,8 @@ report on, one cache entry), from the cache:
   diff_html     ``cgprof diff one.sqlite one_b.sqlite -o``
 
 Targets (issue 10, the one-process trace at the full scale): json_first <= 30 s and <= 4 GB;
-json_capped and capped_cached peak RSS near the cap: <= 1.1 x CAP (any scale), with the
-same JSON as json_first.
+every capped mode's peak RSS near the cap: <= 1.1 x CAP (any scale), with the same JSON as
+json_first.
 Prints a table and one JSON line; exits 1 when a target fails.
 """
 
@@ -49,7 +53,8 @@ from typing import Any
 
 SCRIPTS = Path(__file__).resolve().parent
 TARGETS = {"json_first_s": 30.0, "json_first_rss_mb": 4096.0}  # one process, scale 1
-MODES = ("json_first", "json_cached", "html_cached", "json_capped", "capped_cached")
+CAPPED = ("json_capped", "capped_cached", "capped_first", "capped_again")
+MODES = ("json_first", "json_cached", "html_cached", *CAPPED)
 #: How far above the cap a capped run's peak RSS may go and still count as near it.
 CAP_SLACK = 1.1
 PAIR_MODES = ("two_json", "diff_json", "diff_html")  # one.sqlite only
@@ -116,8 +121,11 @@ def measure(trace: Path, workdir: Path, repeat: int, cap: str) -> dict[str, Any]
                                                 str(workdir / "diff.html")], env))
         whole = (workdir / f"{trace.stem}.json").read_bytes()
         capped_out = ["--json", str(workdir / f"{trace.stem}.capped.json")]
-        for mode, extra in (("json_capped", ["--no-cache"]), ("capped_cached", [])):
-            r = run(base + capped_out + extra + ["--memory-limit", cap], env)
+        own = {**env, "CGPROF_CACHE": str(workdir / f"cache-{trace.stem}-capped")}
+        shutil.rmtree(own["CGPROF_CACHE"], ignore_errors=True)
+        for mode, extra, e in (("json_capped", ["--no-cache"], env), ("capped_cached", [], env),
+                               ("capped_first", [], own), ("capped_again", [], own)):
+            r = run(base + capped_out + extra + ["--memory-limit", cap], e)
             same = (workdir / f"{trace.stem}.capped.json").read_bytes() == whole
             runs[mode].append({**r, "same_json": same} if same or r["rc"] else {
                 **r, "rc": -1, "stderr": "not the uncapped JSON document"})
@@ -166,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     cap_mb = parse_size(args.cap) / 2**20
     verdicts = {}
     for name in results:
-        for mode in ("json_capped", "capped_cached"):
+        for mode in CAPPED:
             key = f"{name}_{mode}_rss_mb"
             verdicts[key] = results[name][mode]["rss_mb_max"] <= CAP_SLACK * cap_mb
             print(f"target {name} {mode} peak RSS <= {CAP_SLACK:g} x {args.cap} "

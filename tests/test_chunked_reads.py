@@ -7,6 +7,7 @@ does; DuckDB spills beyond the cap into a temporary folder of its own, not the u
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cgprof import cache as C
 from cgprof import engine as E
 from cgprof import schema as S
 from cgprof import trace as T
@@ -140,6 +142,7 @@ def test_duckdb_spills_into_its_own_temporary_folder(tmp_path: Path) -> None:
 import os, sys
 from pathlib import Path
 os.environ["CGPROF_MEMORY_LIMIT"] = "64MB"
+from cgprof import cache as C
 from cgprof import engine as E
 src = E.open_sqlite_early(Path(sys.argv[1]))
 con = src._duckdb()
@@ -159,3 +162,78 @@ print(n, spilled, E.duckdb_temp().exists())
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["4000000", "True", "False"], out.stdout[:300]
     assert list(work.iterdir()) == []
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cgprof", "analyze", *args, "--quiet"],
+                          capture_output=True, text=True, env={**os.environ, **env},
+                          timeout=240, cwd=REPO)
+
+
+def _entry(cache: Path) -> tuple[dict, Path]:
+    """The one entry of ``cache``: its manifest and folder."""
+    entries = [p for p in cache.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(entries) == 1, entries
+    return json.loads((entries[0] / "manifest.json").read_text()), entries[0]
+
+
+def test_a_capped_first_run_leaves_a_columnar_copy_a_whole_run_completes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first run read a chunk at a time writes the trace's nsys columns as its cache
+    entry (no frames: it never held them); later runs read it instead of SQLite, and the
+    first whole run stores the frames it built in it. Every run prints the same JSON."""
+    path = REPO / "traces" / "mlp_train_graph.sqlite"
+    trace = str(path)
+    cache = tmp_path / "cache"
+    env = {"CGPROF_CACHE": str(cache), "CGPROF_CHUNK_STEPS": "3", "CGPROF_NO_CACHE": "0"}
+    want = _cli(trace, "--json", "-", "--no-cache", env=env)
+    assert want.returncode == 0, want.stderr
+
+    def capped() -> str:
+        r = _cli(trace, "--json", "-", "--memory-limit", "100MB", env=env)
+        assert r.returncode == 0 and "at a time (" in r.stderr, r.stderr
+        return r.stdout
+
+    assert capped() == want.stdout
+    manifest, entry = _entry(cache)
+    assert manifest["frames"] == {} and manifest["source"] == str(path.resolve())
+    assert (entry / f"{S.KERNEL}.parquet").is_file()
+    assert not list(cache.glob(".tmp-*"))  # the spill became the entry, nothing left over
+    assert capped() == want.stdout  # read from the entry
+    assert _entry(cache)[0] == manifest
+    whole = _cli(trace, "--json", "-", env=env)
+    assert whole.returncode == 0 and whole.stdout == want.stdout, whole.stderr
+    after, entry = _entry(cache)
+    assert set(after["frames"]) >= set(C.FRAME_TABLES)
+    assert after["tables"] == manifest["tables"]
+    assert not (entry / f"{S.KERNEL}.parquet").exists()  # its frame replaces it
+    assert (entry / f"{S.NVTX}.parquet").is_file()
+    assert not list(cache.glob(".tmp-*"))
+    for again in (_cli(trace, "--json", "-", env=env).stdout, capped()):
+        assert again == want.stdout
+    assert _entry(cache)[0]["frames"] == after["frames"]
+    # the library's load of such an entry: the frames a load from SQLite builds
+    monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "api"))
+    monkeypatch.setenv("CGPROF_NO_CACHE", "0")
+    r = _cli(trace, "--json", "-", "--memory-limit", "100MB",
+             env={**env, "CGPROF_CACHE": str(tmp_path / "api")})
+    assert r.returncode == 0 and _entry(tmp_path / "api")[0]["frames"] == {}
+    _same(T.load(path), T.load(path, cache=False))
+    assert set(_entry(tmp_path / "api")[0]["frames"]) >= set(C.FRAME_TABLES)
+    _same(T.load(path), T.load(path, cache=False))
+
+
+def test_a_capped_run_that_fails_or_reads_whole_leaves_no_columns_entry(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = {"CGPROF_CACHE": str(cache), "CGPROF_CHUNK_STEPS": "3", "CGPROF_NO_CACHE": "0"}
+    bad = _cli(str(REPO / "traces" / "mlp_train_graph.sqlite"), "--json", "-", "--skip",
+               "100000", "--memory-limit", "100MB", env=env)
+    assert bad.returncode != 0 and bad.stdout == ""
+    assert [ln for ln in bad.stderr.splitlines() if ln.strip()][-1].startswith("Error")
+    assert not cache.exists() or not [p for p in cache.iterdir()]  # no entry, no temporary
+    # steps that overlap (torch.compile's scored choice): read whole, its entry has frames
+    whole = _cli(str(REPO / "traces" / "compile_train_step.sqlite"), "--json", "-",
+                 "--memory-limit", "100MB", env=env)
+    assert whole.returncode == 0 and "at a time (" not in whole.stderr, whole.stderr
+    assert set(_entry(cache)[0]["frames"]) >= set(C.FRAME_TABLES)
+    assert not list(cache.glob(".tmp-*"))

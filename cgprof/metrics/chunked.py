@@ -156,27 +156,53 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
     and reduced to partials (steps, launches, replays, coverage, verdict); (4) the GPU
     timeline a slice of time at a time, for the gaps; then the partials merged."""
     path = Path(path)
-    with _spilled(path, progress) as spill:
-        return _analyze_path(path, spill, step, skip, min_gap_us, progress, chunk_steps,
-                             chunk_rows, planned, gap_limit)
+    with _spilled(path, progress) as (spill, done):
+        result = _analyze_path(path, spill, step, skip, min_gap_us, progress, chunk_steps,
+                               chunk_rows, planned, gap_limit)
+        if result is not None:
+            done()
+        return result
 
 
 @contextlib.contextmanager
-def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[Any]:
-    """The activity tables of the SQLite export at ``path`` written once to Parquet
-    (cgprof.trace.spill_tables) for the chunks to read, in a temporary folder of the cache
-    (of the system without one) removed at the end; None when the trace has a cache entry
-    (read instead), is not an SQLite file, or cannot be spilled (each chunk then scans it)."""
+def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
+        tuple[Any, Callable[[], None]]]:
+    """(spill, done): the activity tables of the SQLite export at ``path`` written once to
+    Parquet for the chunks to read (cgprof.engine.TableSpill), and what to call once the
+    analysis is done. With the cache on, the spill is a new cache entry of nsys columns
+    (cgprof.trace.spill_entry), committed by ``done`` (a later run reads it, not SQLite;
+    a run that fails or is analysed whole commits nothing); else a temporary folder of the
+    system's, removed at the end. The spill is None when the trace has a cache entry (read
+    instead), is not an SQLite file, or cannot be spilled (each chunk then scans it)."""
     from cgprof import cache as C
     from cgprof import trace as T
 
+    def nothing() -> None:
+        return None
+
     if not path.is_file() or path.suffix.lower() == ".nsys-rep" or T.has_cache_entry(path):
-        yield None
+        yield None, nothing
         return
+    pending = C.begin(path) if C.enabled() else None
+    if pending is not None:
+        if progress is not None:
+            progress("writing the trace's columnar copy once, for its chunks")
+        try:
+            spill = T.spill_entry(path, pending)
+            if spill is not None:
+                ok: list[bool] = []
+                yield spill, lambda: ok.append(True)
+                if ok:
+                    pending.commit_columns(spill.source_tables)
+                    return
+        finally:
+            pending.abort()  # (nothing, once committed: the folder is the entry's now)
+        if spill is not None:
+            return
     with C.temp_folder(".tmp-chunks-") as folder:
         if progress is not None:
             progress("writing the trace's tables once for its chunks")
-        yield T.spill_tables(path, folder / "tables")
+        yield T.spill_tables(path, folder / "tables"), nothing
 
 
 def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_us: float,
