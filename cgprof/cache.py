@@ -756,7 +756,8 @@ def exported(report: Path) -> Any:
 
 
 def entries() -> list[dict[str, Any]]:
-    """Every entry in the cache: key, source, size on disk (bytes), created."""
+    """Every entry in the cache: key, source, size on disk (bytes), created; ``part`` for
+    a rank's entry, ``columns_only`` for an entry without frames (Pending.commit_columns)."""
     root = cache_dir()
     out: list[dict[str, Any]] = []
     if not root.is_dir():
@@ -769,9 +770,13 @@ def entries() -> list[dict[str, Any]]:
             manifest = json.loads((entry / MANIFEST).read_text())
         except (OSError, ValueError):
             manifest = {}
+        # an entry of nsys columns only (a run within the memory cap wrote it; the next
+        # whole load adds its frames)
+        columns_only = manifest.get("frames") == {} and bool(manifest.get("tables"))
         out.append({"key": entry.name, "source": manifest.get("source"),
                     "created": manifest.get("created"), "bytes": size,
-                    **({"part": manifest["part"]} if "part" in manifest else {})})
+                    **({"part": manifest["part"]} if "part" in manifest else {}),
+                    **({"columns_only": True} if columns_only else {})})
     return out
 
 

@@ -1148,12 +1148,8 @@ class DirSource(Source):
             kept = (b.filter(pa.array(flt.mask(b.column(col), col, table))) for b in batches)
             if self.suffix != ".parquet":  # (Arrow IPC: mapped, the batches are views)
                 return pa.Table.from_batches(list(kept), schema=schema)
-            import pyarrow.parquet as pq
-
-            with pq.ParquetFile(f) as pf:
-                most = int(pf.metadata.num_rows)
             # into one array per column (_gather), the other rows never held together
-            return _gather(kept, schema, most)
+            return _gather(kept, schema, batches.rows)
 
     @contextlib.contextmanager
     def _batches(self, f: Path, columns: list[str], col: str | None = None) -> Any:
@@ -1183,8 +1179,21 @@ class DirSource(Source):
             # SPILL_ROW_GROUP rows: 10M trace under a 1GB cap, batches of 1M rows peaked
             # 0.2 GB higher)
             batch = SPILL_ROW_GROUP if isinstance(rr, RowRange) else _DEFAULT_BATCH
-            yield schema, pf.iter_batches(batch_size=batch, columns=columns,
-                                          row_groups=groups, use_threads=threads() > 1)
+            yield schema, _Batches(pf.iter_batches(
+                batch_size=batch, columns=columns, row_groups=groups,
+                use_threads=threads() > 1), pf.metadata.num_rows if groups is None else sum(
+                    pf.metadata.row_group(g).num_rows for g in groups))
+
+
+class _Batches:
+    """Record batches of a Parquet file's row groups, and how many rows those hold (what a
+    filtered read of them keeps at most: the size of :func:`_gather`'s buffers)."""
+
+    def __init__(self, batches: Any, rows: int) -> None:
+        self.batches, self.rows = batches, rows
+
+    def __iter__(self) -> Any:
+        return iter(self.batches)
 
 
 def _groups_in(pf: Any, col: str, bounds: tuple[int, int]) -> list[int] | None:

@@ -201,6 +201,9 @@ def test_a_capped_first_run_leaves_a_columnar_copy_a_whole_run_completes(
     assert not list(cache.glob(".tmp-*"))  # the spill became the entry, nothing left over
     assert capped() == want.stdout  # read from the entry
     assert _entry(cache)[0] == manifest
+    info = subprocess.run([sys.executable, "-m", "cgprof", "cache", "info", "--json"],
+                          capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    assert [e.get("columns_only") for e in json.loads(info.stdout)["entries"]] == [True]
     whole = _cli(trace, "--json", "-", env=env)
     assert whole.returncode == 0 and whole.stdout == want.stdout, whole.stderr
     after, entry = _entry(cache)
@@ -212,6 +215,9 @@ def test_a_capped_first_run_leaves_a_columnar_copy_a_whole_run_completes(
     for again in (_cli(trace, "--json", "-", env=env).stdout, capped()):
         assert again == want.stdout
     assert _entry(cache)[0]["frames"] == after["frames"]
+    info = subprocess.run([sys.executable, "-m", "cgprof", "cache", "info", "--json"],
+                          capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    assert "columns_only" not in json.loads(info.stdout)["entries"][0]
     # the library's load of such an entry: the frames a load from SQLite builds
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "api"))
     monkeypatch.setenv("CGPROF_NO_CACHE", "0")

@@ -28,7 +28,9 @@ def info(as_json: bool) -> None:
     click.echo(f"{len(rows)} trace(s), {total / 1e6:.1f} MB")
     for r in rows:
         click.echo(f"  {r['key']}  {r['bytes'] / 1e6:8.1f} MB  {r['created'] or '?'}  "
-                   f"{r['source'] or '?'}" + (f" ({r['part']})" if r.get("part") else ""))
+                   f"{r['source'] or '?'}" + (f" ({r['part']})" if r.get("part") else "")
+                   + (" (nsys columns, from a run within --memory-limit: the next whole run"
+                      " adds its tables as built)" if r.get("columns_only") else ""))
 
 
 @command.command("clear")
