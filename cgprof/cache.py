@@ -800,12 +800,13 @@ def temp_folder(prefix: str) -> Iterator[Path]:
     tables apart once for its ranks or chunks to read (cgprof.engine.Spill, TableSpill)."""
     import tempfile
 
-    root: Path | None = None
+    folder: Path | None = None
     if enabled():
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # (a cache that cannot be written: the system's)
             cache_dir().mkdir(parents=True, exist_ok=True)
-            root = cache_dir()
-    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+            folder = Path(tempfile.mkdtemp(prefix=prefix, dir=cache_dir()))
+    if folder is None:
+        folder = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         yield folder
     finally:

@@ -243,3 +243,17 @@ def test_a_capped_run_that_fails_or_reads_whole_leaves_no_columns_entry(tmp_path
     assert whole.returncode == 0 and "at a time (" not in whole.stderr, whole.stderr
     assert set(_entry(cache)[0]["frames"]) >= set(C.FRAME_TABLES)
     assert not list(cache.glob(".tmp-*"))
+
+
+def test_a_capped_run_with_a_cache_it_cannot_write_still_reads_in_chunks(tmp_path: Path) -> None:
+    """A cache folder that cannot be made (its path is a file): the spill goes to the
+    system's temporary folder, the analysis is the same, and the file is left as it was."""
+    trace = str(REPO / "traces" / "mlp_train_eager.sqlite")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_bytes(b"x")
+    env = {"CGPROF_CACHE": str(blocker), "CGPROF_CHUNK_STEPS": "4", "CGPROF_NO_CACHE": "0"}
+    want = _cli(trace, "--json", "-", "--no-cache", env=env)
+    got = _cli(trace, "--json", "-", "--memory-limit", "100MB", env=env)
+    assert got.returncode == 0 and "at a time (" in got.stderr, got.stderr
+    assert got.stdout == want.stdout
+    assert blocker.read_bytes() == b"x"
