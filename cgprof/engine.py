@@ -25,6 +25,7 @@ processes set it to 1) and ``CGPROF_MEMORY_LIMIT`` / ``--memory-limit`` (DuckDB'
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import sqlite3
@@ -495,6 +496,7 @@ class SqliteSource(Source):
         super().__init__(path, tables)
         self.conn = conn
         self._duck: Any = None
+        self.duck_temp: Path | None = None  # where its DuckDB connection spills
         self._duck_failed = os.environ.get("CGPROF_ENGINE", "").lower() == "sqlite3"
         self._cursors: dict[str, Any] = {}  # the DuckDB cursor of each read ahead
         #: the process tables written apart once (:class:`Spill`), read instead of the file
@@ -517,7 +519,8 @@ class SqliteSource(Source):
     def _duckdb(self) -> Any:
         if self._duck is None and not self._duck_failed:
             try:
-                self._duck = _duckdb_sqlite(self.path)
+                self.duck_temp = duckdb_temp()
+                self._duck = _duckdb_sqlite(self.path, self.duck_temp)
             except (ImportError, ScannerMissing) as exc:  # an install without the engine
                 self._duck_failed = True
                 if not _FALLBACK:
@@ -648,7 +651,10 @@ class SqliteSource(Source):
         if self._duck is not None:
             self._duck.close()
             self._duck = None
-            remove_duckdb_temp()
+        if self.duck_temp is not None:
+            import shutil
+
+            shutil.rmtree(self.duck_temp, ignore_errors=True)  # what a spill left there
         self.conn.close()
 
 
@@ -984,8 +990,9 @@ def engine_fallback(clear: bool = False) -> str | None:
     return reason
 
 
-def _duckdb_sqlite(path: Path) -> Any:
-    """A DuckDB connection with ``path`` attached read-only as schema ``s``."""
+def _duckdb_sqlite(path: Path, temp: Path) -> Any:
+    """A DuckDB connection with ``path`` attached read-only as schema ``s``, spilling into
+    the folder ``temp`` (made by DuckDB when it spills)."""
     import duckdb
     import duckdb_extension_sqlite_scanner as scanner
 
@@ -998,7 +1005,7 @@ def _duckdb_sqlite(path: Path) -> Any:
         "memory_limit": memory_limit(),
         # where a sort or join beyond the cap spills (DuckDB's own default, for a database
         # in memory: ".tmp" in the current folder, the user's)
-        "temp_directory": str(duckdb_temp()),
+        "temp_directory": str(temp),
         "allow_unsigned_extensions": "true",
         "autoinstall_known_extensions": "false",
         "autoload_known_extensions": "false",
@@ -1016,18 +1023,14 @@ def _duckdb_sqlite(path: Path) -> Any:
 
 
 def duckdb_temp() -> Path:
-    """The folder this process's DuckDB connections spill into (made by DuckDB when it
-    spills, in the system's temporary folder; removed by :func:`remove_duckdb_temp`)."""
+    """A new folder name for one DuckDB connection to spill into, in the system's temporary
+    folder (made by DuckDB when it spills; removed when its source closes)."""
     import tempfile
 
-    return Path(tempfile.gettempdir()) / f"cgprof-duckdb-{os.getpid()}"
+    return Path(tempfile.gettempdir()) / f"cgprof-duckdb-{os.getpid()}-{next(_TEMPS)}"
 
 
-def remove_duckdb_temp() -> None:
-    """Remove :func:`duckdb_temp` once no connection uses it."""
-    import shutil
-
-    shutil.rmtree(duckdb_temp(), ignore_errors=True)
+_TEMPS = itertools.count()
 
 
 def _sql_str(text: str) -> str:

@@ -139,22 +139,25 @@ def test_duckdb_spills_into_its_own_temporary_folder(tmp_path: Path) -> None:
     work = tmp_path / "cwd"
     work.mkdir()
     code = """
-import os, sys
+import os, sys, tempfile
 from pathlib import Path
 os.environ["CGPROF_MEMORY_LIMIT"] = "64MB"
-from cgprof import cache as C
 from cgprof import engine as E
 src = E.open_sqlite_early(Path(sys.argv[1]))
 con = src._duckdb()
 assert con is not None
 temp = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
-assert Path(temp) == E.duckdb_temp(), temp
+assert Path(temp) == src.duck_temp and Path(temp).parent == Path(tempfile.gettempdir()), temp
+other = E.open_sqlite_early(Path(sys.argv[1]))
+other._duckdb()
+assert other.duck_temp != src.duck_temp  # each connection its own: one closing spares others
 con.execute("SET memory_limit = '100MB'")  # a sort of ~0.3 GB: it must spill
 n = con.execute("SELECT count(*) FROM (SELECT i, md5(i::VARCHAR) AS h FROM range(4000000) "
                 "t(i) ORDER BY h)").fetchone()[0]
-spilled = E.duckdb_temp().is_dir()
+spilled = src.duck_temp.is_dir()
 src.close()
-print(n, spilled, E.duckdb_temp().exists())
+other.close()
+print(n, spilled, src.duck_temp.exists())
 """
     out = subprocess.run([sys.executable, "-c", code, str(TRACES[0])], cwd=work, text=True,
                          capture_output=True, timeout=240,
