@@ -107,6 +107,8 @@ def measure(trace: Path, workdir: Path, repeat: int, cap: str) -> dict[str, Any]
         json_out = ["--json", str(workdir / f"{trace.stem}.json")]
         runs["json_first"].append(run(base + json_out, env))
         runs["json_cached"].append(run(base + json_out, env))
+        # the whole analysis's document, before two_json writes both traces' into that file
+        whole = (workdir / f"{trace.stem}.json").read_bytes()
         rank = ["--rank", "0"] if trace.stem == "ranks4" else []  # the rank drawn
         runs["html_cached"].append(run(base + ["--html", str(workdir / f"{trace.stem}.html")]
                                        + rank, env))
@@ -119,7 +121,6 @@ def measure(trace: Path, workdir: Path, repeat: int, cap: str) -> dict[str, Any]
                                                 str(workdir / "diff.json")], env))
             runs["diff_html"].append(run(cli + ["diff", *both, "--force", "-o",
                                                 str(workdir / "diff.html")], env))
-        whole = (workdir / f"{trace.stem}.json").read_bytes()
         capped_out = ["--json", str(workdir / f"{trace.stem}.capped.json")]
         own = {**env, "CGPROF_CACHE": str(workdir / f"cache-{trace.stem}-capped")}
         shutil.rmtree(own["CGPROF_CACHE"], ignore_errors=True)
