@@ -455,9 +455,9 @@ class Pending:
         return _finish(self.path, self.tmp, tables, self.frames, self.part)
 
     def commit_columns(self, tables: dict[str, list[str]]) -> Path | None:
-        """Commit an entry of nsys columns only, no frame (cgprof.trace.spill_entry's: a
-        run that read the trace a chunk at a time, within the memory cap, never held the
-        whole frames to store)."""
+        """Commit an entry of nsys columns only, no frame (cgprof.trace.spill_tables'
+        spooled into it: a run that read the trace a chunk at a time, within the memory
+        cap, never held the whole frames to store)."""
         if self.failed:
             self.abort()
             return None
@@ -573,7 +573,7 @@ def write_later(pending: Pending, trace: Any, rebuild: Any,
 
 def add_frames(entry: Path, path: Path, trace: Any, rebuild: Any) -> None:
     """Store ``trace``'s frames (of the trace at ``path``) in ``entry``, an entry of nsys
-    columns only (cgprof.trace.spill_entry's, written by a run within the memory cap), and
+    columns only (cgprof.trace.spill_tables', written by a run within the memory cap), and
     list them in its manifest: then it is the entry a whole first load writes. From a
     thread within :func:`background_writes`, as a first load's entry is written; a failure
     costs only speed."""

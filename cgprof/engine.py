@@ -674,6 +674,33 @@ class _SpilledTables:
     def holds(self, table: str, columns: list[str]) -> bool:
         return set(columns) <= set(self.columns.get(table, ()))
 
+    @classmethod
+    def _write(cls, src: SqliteSource, folder: Path, tables: Any, copy: Any) -> Any:
+        """A spill of ``src`` into ``folder``: for each (table, its extra columns) of
+        ``tables``, the columns the loader reads of it that ``src`` has (with the extras)
+        written by ``copy(con, table, columns)``, which says whether it wrote any row. None
+        when DuckDB cannot (the folder is then removed)."""
+        con = src._duckdb()
+        if con is None:
+            return None
+        spill = cls(folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for table, extra in tables:
+                have = src.tables.get(table, [])
+                cols = [c for c in S.READ_COLUMNS.get(table, []) if c in have]
+                if not cols:
+                    continue
+                cols += [c for c in extra if c not in cols]
+                if copy(con, table, cols):
+                    spill.columns[table] = cols
+        except Exception:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        return spill
+
 
 class Spill(_SpilledTables):
     """The process tables of an SQLite export, written once as Parquet in ``folder``, one
@@ -688,34 +715,20 @@ class Spill(_SpilledTables):
     def write(cls, src: SqliteSource, folder: Path) -> Spill | None:
         """Every process table of ``src`` (the columns the loader reads) into ``folder``;
         None when DuckDB cannot (the reads then filter the file, rank by rank)."""
-        con = src._duckdb()
-        if con is None:
-            return None
-        spill = cls(folder)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            for table, col in S.PID_COLUMN.items():
-                have = src.tables.get(table, [])
-                cols = [c for c in S.READ_COLUMNS.get(table, []) if c in have]
-                if col not in have or table == S.THREAD_NAMES or not cols:
-                    continue
-                if col not in cols:
-                    cols.append(col)
-                out = folder / table
-                sel = ", ".join(f'"{c}"' for c in cols)
-                con.execute(
-                    f'COPY (SELECT {sel}, rowid AS {cls.ROWID}, {pid_sql(col)} AS {cls.PID} '
-                    f'FROM s."{table}") '
-                    f"TO '{_sql_str(str(out))}' (FORMAT parquet, PARTITION_BY ({cls.PID}), "
-                    f"WRITE_PARTITION_COLUMNS false)")
-                if next(out.glob("*/*.parquet"), None) is not None:  # (else: no row at all)
-                    spill.columns[table] = cols
-        except Exception:
-            import shutil
+        def copy(con: Any, table: str, cols: list[str]) -> bool:
+            col = S.PID_COLUMN[table]
+            out = folder / table
+            sel = ", ".join(f'"{c}"' for c in cols)
+            con.execute(
+                f'COPY (SELECT {sel}, rowid AS {cls.ROWID}, {pid_sql(col)} AS {cls.PID} '
+                f'FROM s."{table}") '
+                f"TO '{_sql_str(str(out))}' (FORMAT parquet, PARTITION_BY ({cls.PID}), "
+                f"WRITE_PARTITION_COLUMNS false)")
+            return next(out.glob("*/*.parquet"), None) is not None  # (else: no row at all)
 
-            shutil.rmtree(folder, ignore_errors=True)
-            return None
-        return spill
+        tables = [(t, [col]) for t, col in S.PID_COLUMN.items()
+                  if t != S.THREAD_NAMES and col in src.tables.get(t, [])]
+        return cls._write(src, folder, tables, copy)
 
     def read(self, table: str, pid: int, columns: list[str]) -> Any:
         """Process ``pid``'s rows of ``table``, ``columns`` only, in rowid order."""
@@ -771,29 +784,16 @@ class TableSpill(_SpilledTables):
     def write(cls, src: SqliteSource, folder: Path) -> TableSpill | None:
         """Every activity table of ``src`` into ``folder``; None when DuckDB cannot (the
         reads then filter the file, chunk by chunk)."""
-        con = src._duckdb()
-        if con is None:
-            return None
-        spill = cls(folder)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            for table in RowRange.ACTIVITY:
-                have = src.tables.get(table, [])
-                cols = [c for c in S.READ_COLUMNS.get(table, []) if c in have]
-                if not cols:
-                    continue
-                sel = ", ".join(f'"{c}"' for c in cols)
-                out = folder / f"{table}.parquet"
-                con.execute(f'COPY (SELECT {sel}, rowid AS {cls.ROWID} FROM s."{table}") '
-                            f"TO '{_sql_str(str(out))}' (FORMAT parquet, "
-                            f"ROW_GROUP_SIZE {SPILL_ROW_GROUP})")
-                spill.columns[table] = cols
-        except Exception:
-            import shutil
+        def copy(con: Any, table: str, cols: list[str]) -> bool:
+            sel = ", ".join(f'"{c}"' for c in cols)
+            out = folder / f"{table}.parquet"
+            con.execute(f'COPY (SELECT {sel}, rowid AS {cls.ROWID} FROM s."{table}") '
+                        f"TO '{_sql_str(str(out))}' (FORMAT parquet, "
+                        f"ROW_GROUP_SIZE {SPILL_ROW_GROUP})")
+            return True
 
-            shutil.rmtree(folder, ignore_errors=True)
-            return None
-        return spill
+        tables: list[tuple[str, list[str]]] = [(t, []) for t in RowRange.ACTIVITY]
+        return cls._write(src, folder, tables, copy)
 
     def reader(self, table: str, columns: list[str], rows: Any) -> Any:
         """A function reading ``table``'s ``columns`` (the rows ``rows``, a
@@ -863,7 +863,7 @@ def _gather(pieces: Any, schema: Any, most: int) -> Any:
 
 
 class _ColumnFill:
-    """One column read a piece at a time (:meth:`TableSpill._read`): an integer column's
+    """One column read a piece at a time (:func:`_gather`): an integer column's
     values (and NULL mask, made at the first NULL) written into numpy buffers of ``most``
     rows, any other column's Arrow chunks kept and joined at the end."""
 

@@ -1055,40 +1055,31 @@ def has_cache_entry(path: str | Path) -> bool:
     return True
 
 
-def spill_entry(path: str | Path, pending: Any) -> E.TableSpill | None:
-    """The SQLite export at ``path`` written once into the cache entry ``pending``
-    (:class:`cgprof.cache.Pending`) makes, as nsys columns: its small tables as a load reads
-    them, and its activity tables as :func:`spill_tables` writes them (which a chunked
-    analysis reads). Committed (:meth:`cgprof.cache.Pending.commit_columns`), it is an
-    entry without frames: a later load builds the frames from it instead of SQLite, and a
-    later chunked analysis reads its chunks from it. None for other inputs, or where DuckDB
-    cannot (nothing is then committed)."""
+def spill_tables(path: str | Path, folder: Path, spool: Callable[[str, Any], None] | None = None
+                 ) -> E.TableSpill | None:
+    """The activity tables of the SQLite export at ``path`` written once into ``folder``
+    (:class:`cgprof.engine.TableSpill`): one scan of the file for every chunk read after
+    it. ``spool(table, arrow)`` is also given the small tables a load reads, as it reads
+    them: with :meth:`cgprof.cache.Pending.write` and the entry's own folder, the spill is
+    a cache entry of nsys columns (:meth:`cgprof.cache.Pending.commit_columns`), from which
+    a later load builds the frames instead of reading SQLite. None for other inputs, or
+    where DuckDB cannot."""
     src = open_source(Path(path))
     try:
         if not isinstance(src, E.SqliteSource):
             return None
-        src.keep_reads = False
-        src.spool = pending.write  # the tables a load reads besides the activity ones
-        strings = _load_strings(src)
-        _read_meta(src)
-        _load_gpus(src)
-        _load_threads(src, strings)
-        src.spool = None
-        spill = E.TableSpill.write(src, pending.tmp)
+        if spool is not None:
+            src.keep_reads = False
+            src.spool = spool
+            strings = _load_strings(src)
+            _read_meta(src)
+            _load_gpus(src)
+            _load_threads(src, strings)
+            src.spool = None
+        spill = E.TableSpill.write(src, folder)
         if spill is not None:
             spill.source_tables = src.tables
         return spill
-    finally:
-        src.close()
-
-
-def spill_tables(path: str | Path, folder: Path) -> E.TableSpill | None:
-    """The activity tables of the SQLite export at ``path`` written once into ``folder``
-    (:class:`cgprof.engine.TableSpill`): one scan of the file for every chunk read after
-    it. None for other inputs, or where DuckDB cannot."""
-    src = open_source(Path(path))
-    try:
-        return E.TableSpill.write(src, folder) if isinstance(src, E.SqliteSource) else None
     finally:
         src.close()
 
@@ -1097,7 +1088,7 @@ def _cached(path: Path, part: str | None, say: Progress) -> tuple[Trace | None,
                                                                    Path | None]:
     """The trace at ``path`` (or its ``part``) read from its cache entry, not yet checked;
     None when there is none, or it cannot be read (a broken entry costs a re-read, never the
-    analysis: it is discarded); and the entry, when it holds nsys columns only (spill_entry's:
+    analysis: it is discarded); and the entry, when it holds nsys columns only (spill_tables':
     a whole load stores the frames it built in it)."""
     from cgprof import cache as C
 

@@ -168,12 +168,12 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
 def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
         tuple[Any, Callable[[], None]]]:
     """(spill, done): the activity tables of the SQLite export at ``path`` written once to
-    Parquet for the chunks to read (cgprof.engine.TableSpill), and what to call once the
-    analysis is done. With the cache on, the spill is a new cache entry of nsys columns
-    (cgprof.trace.spill_entry), committed by ``done`` (a later run reads it, not SQLite;
-    a run that fails or is analysed whole commits nothing); else a temporary folder of the
-    system's, removed at the end. The spill is None when the trace has a cache entry (read
-    instead), is not an SQLite file, or cannot be spilled (each chunk then scans it)."""
+    Parquet for the chunks to read (cgprof.trace.spill_tables), and what to call once the
+    analysis is done. With the cache on, the spill is a new cache entry of nsys columns,
+    committed by ``done`` (a later run reads it, not SQLite; a run that fails or is
+    analysed whole commits nothing); else a temporary folder of the system's, removed at
+    the end. The spill is None when the trace has a cache entry (read instead), is not an
+    SQLite file, or cannot be spilled (each chunk then scans it)."""
     from cgprof import cache as C
     from cgprof import trace as T
 
@@ -185,20 +185,18 @@ def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
         return
     pending = C.begin(path) if C.enabled() else None
     if pending is not None:
-        if progress is not None:
-            progress("writing the trace's columnar copy once, for its chunks")
         try:
-            spill = T.spill_entry(path, pending)
+            if progress is not None:
+                progress("writing the trace's columnar copy once, for its chunks")
+            spill = T.spill_tables(path, pending.tmp, spool=pending.write)
             if spill is not None:
-                ok: list[bool] = []
-                yield spill, lambda: ok.append(True)
-                if ok:
+                done: list[bool] = []
+                yield spill, lambda: done.append(True)
+                if done:
                     pending.commit_columns(spill.source_tables)
-                    return
+                return
         finally:
             pending.abort()  # (nothing, once committed: the folder is the entry's now)
-        if spill is not None:
-            return
     with C.temp_folder(".tmp-chunks-") as folder:
         if progress is not None:
             progress("writing the trace's tables once for its chunks")
