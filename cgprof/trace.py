@@ -1220,6 +1220,7 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
     src.keep_reads = False
     if pending is not None:
         src.spool = pending.write
+        pending.defer = C.in_background()  # the writer thread writes them, beside the analysis
     try:
         V.check_tables(path, src.tables)
         with _named_damage(src, path):

@@ -503,6 +503,45 @@ def test_background_write_stores_the_same_entry_and_is_done_when_the_block_ends(
     _same_trace(plain, T.load(src))
 
 
+def test_a_background_load_leaves_its_small_tables_to_the_writer_thread(cache_dir, tmp_path,
+                                                                        monkeypatch):
+    """A first load inside background_writes writes nothing itself: the small tables it
+    reads (strings, metadata, GPUs, threads) are kept for the writer thread, which writes
+    them with the frames; the entry is the one a load that writes as it reads leaves."""
+    src = tmp_path / "run.sqlite"
+    shutil.copyfile(TRACES / "mlp_train_graph.sqlite", src)
+    seen = {}
+    real = cache.write_later
+
+    def spy(pending, trace, rebuild, tables):
+        import threading
+
+        seen["files"] = sorted(p.name for p in pending.tmp.iterdir())
+        seen["kept"] = sorted(pending._kept)
+        seen["thread"] = threading.current_thread().name
+        real(pending, trace, rebuild, tables)
+
+    monkeypatch.setattr(cache, "write_later", spy)
+    with cache.background_writes():
+        T.load(src)
+    assert seen["files"] == [] and seen["thread"] == "MainThread"
+    assert {S_.STRING_IDS, S_.META_EXPORT, "TARGET_INFO_GPU"} <= set(seen["kept"])
+    (bg,) = [cache_dir / e["key"] for e in cache.entries()]
+    files = sorted(p.name for p in bg.iterdir())
+    assert {f"{t}.parquet" for t in seen["kept"]} <= set(files)
+
+    monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "other"))
+    T.load(src)  # the library's load: writes each table as it reads it
+    (fg,) = [tmp_path / "other" / e["key"] for e in cache.entries()]
+    assert sorted(p.name for p in fg.iterdir()) == files
+    for name in files:
+        if name != cache.MANIFEST:
+            assert _md5(bg / name) == _md5(fg / name), name
+    a, b = (json.loads((d / cache.MANIFEST).read_text()) for d in (bg, fg))
+    a.pop("created"), b.pop("created")
+    assert a == b
+
+
 def test_a_failing_background_write_leaves_no_entry_and_no_temporary(cache_dir, monkeypatch):
     def broken(self, trace, rebuild=None):
         raise OSError("disk full")
