@@ -516,7 +516,7 @@ def prefetch(path: str | os.PathLike[str]) -> None:
         elif path.suffix.lower() != ".nsys-rep":
             src = E.open_sqlite_early(path)
             if src is not None:
-                src.read_ahead_activity()
+                src.read_ahead_early()
         if src is not None:
             E.keep_early(path, src)
     except Exception:  # the load reads it again, and says what is wrong

@@ -29,6 +29,7 @@ import itertools
 import os
 import re
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -342,7 +343,7 @@ class Source:
         #: called with (table, Arrow table) after each read instead of keeping it in ``reads``
         self.spool: Any = None
         #: reads asked for early (:meth:`read_ahead`): table -> (columns, the read)
-        self._ahead: dict[str, tuple[list[str], InThread]] = {}
+        self._ahead: dict[str, tuple[list[str], InThread | _ForkedRead]] = {}
         #: tables read so far (not read ahead again)
         self._read_tables: set[str] = set()
         #: when set, every read keeps these processes' rows only (:class:`PidFilter`)
@@ -486,6 +487,151 @@ class InThread:
         return self._box["value"]
 
 
+#: The largest SQLite export whose reads ahead run in a forked process
+#: (:meth:`SqliteSource.read_ahead_early`): where the interpreter's start and imports are
+#: much of a run. A larger one is read ahead in threads of the process itself (its tables
+#: would otherwise pass through a file, and its analysis takes seconds anyway).
+FORK_READ_MAX_BYTES = 64 * 2**20
+
+
+def fork_reads_ok(src: SqliteSource) -> bool:
+    """Whether ``src`` may be read ahead in a forked process: Linux, a process of one thread
+    (a fork copies the calling thread only: a lock another one held would stay held in the
+    child; the CLI prefetches before it starts any), a file of at most
+    :data:`FORK_READ_MAX_BYTES`, the whole file (no row filter, no spill), DuckDB
+    installed, and not ``CGPROF_READER=thread`` nor ``CGPROF_ENGINE=sqlite3``."""
+    import importlib.util
+
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return False
+    try:
+        if len(os.listdir("/proc/self/task")) != 1:
+            return False
+    except OSError:
+        return False
+    if os.environ.get("CGPROF_READER", "").strip().lower() == "thread" or src._duck_failed:
+        return False
+    if src.pid_filter is not None or src.spill is not None or src._duck is not None:
+        return False
+    try:
+        if src.path.stat().st_size > FORK_READ_MAX_BYTES:
+            return False
+    except OSError:
+        return False
+    return importlib.util.find_spec("duckdb") is not None
+
+
+class ForkedReads:
+    """Tables of an SQLite export read by one forked process through DuckDB (each in a thread
+    of its own there, as :meth:`SqliteSource.read_ahead` would), each handed back as an Arrow
+    IPC file in a temporary folder and memory-mapped by :meth:`table`.
+
+    The child only reads: the parent's sqlite3 connection is not used there (each table's
+    batch size is taken before the fork), its standard streams go to /dev/null, and it leaves
+    with ``os._exit``. When it fails (a damaged file, no scanner), every table is read again
+    by the parent when asked, which says what is wrong."""
+
+    def __init__(self, src: SqliteSource, jobs: list[tuple[str, list[str]]]) -> None:
+        import tempfile
+
+        self.jobs = jobs
+        rows = [src._batch_rows(table) for table, _ in jobs]
+        self.folder = Path(tempfile.mkdtemp(prefix=f"cgprof-reads-{os.getpid()}-"))
+        self.status: int | None = None
+        try:
+            pid = os.fork()
+        except OSError:
+            import shutil
+
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+        if pid:
+            self.pid = pid
+            return
+        code = 1
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            code = self._child(src.path, rows)
+        except BaseException:  # noqa: BLE001 - the child never returns into the caller
+            code = 1
+        finally:
+            os._exit(code)
+
+    def _child(self, path: Path, rows: list[int | None]) -> int:
+        import pyarrow as pa
+
+        con = _duckdb_sqlite(path, duckdb_temp())
+
+        def one(i: int, table: str, columns: list[str]) -> None:
+            cur = con.cursor()
+            try:
+                tbl = SqliteSource._scan(cur, table, columns, rows[i])
+            finally:
+                cur.close()
+            with pa.OSFile(str(self.folder / f"{i}.arrow"), "wb") as sink, \
+                    pa.ipc.new_file(sink, tbl.schema) as writer:
+                writer.write_table(tbl)
+
+        reads = [InThread(one, i, table, columns, name=f"cgprof-read-{table}")
+                 for i, (table, columns) in enumerate(self.jobs)]
+        for read in reads:
+            read.result()
+        con.close()
+        return 0
+
+    def wait(self) -> bool:
+        """Wait for the child; whether it read every table."""
+        if self.status is None:
+            try:
+                _, self.status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.status = -1
+        return self.status == 0
+
+    def table(self, i: int) -> Any:
+        """The ``i``-th job's table (memory-mapped), or None when the child failed."""
+        if not self.wait():
+            return None
+        import pyarrow as pa
+
+        try:
+            with pa.memory_map(str(self.folder / f"{i}.arrow")) as fh:
+                return pa.ipc.open_file(fh).read_all()
+        except (OSError, pa.ArrowException):
+            return None
+
+    def close(self) -> None:
+        """Stop the child if it is still reading; remove the folder (a table already taken
+        keeps its mapping)."""
+        import shutil
+        import signal
+
+        if self.status is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class _ForkedRead:
+    """One table of a :class:`ForkedReads`, with :class:`InThread`'s interface (its result
+    None when the child failed: :meth:`Source.read` then reads it)."""
+
+    def __init__(self, reads: ForkedReads, i: int) -> None:
+        self.reads, self.i = reads, i
+
+    def alive(self) -> bool:
+        return self.reads.status is None
+
+    def wait(self) -> None:
+        self.reads.wait()
+
+    def result(self) -> Any:
+        return self.reads.table(self.i)
+
+
 class SqliteSource(Source):
     """An nsys SQLite export, opened read-only: probed with sqlite3, read through DuckDB."""
 
@@ -499,6 +645,7 @@ class SqliteSource(Source):
         self.duck_temp: Path | None = None  # where its DuckDB connection spills
         self._duck_failed = os.environ.get("CGPROF_ENGINE", "").lower() == "sqlite3"
         self._cursors: dict[str, Any] = {}  # the DuckDB cursor of each read ahead
+        self._forked: ForkedReads | None = None  # the reads ahead of read_ahead_early's process
         #: the process tables written apart once (:class:`Spill`), read instead of the file
         #: by a read of one process's rows; or the activity tables written once
         #: (:class:`TableSpill`), read instead of the file by every read
@@ -528,6 +675,28 @@ class SqliteSource(Source):
             except Exception:  # a file the scanner cannot attach: sqlite3 still works
                 self._duck_failed = True
         return self._duck
+
+    def read_ahead_early(self) -> None:
+        """:meth:`read_ahead_activity` before the caller imports the analysis
+        (:func:`cgprof.cache.prefetch`): in a forked process where :func:`fork_reads_ok`,
+        with the small tables the load reads in its own thread (metadata, GPUs, threads).
+        Importing duckdb and attaching the file (~55 ms on the H200 host, holding the GIL)
+        then happen beside the caller's imports, not before them."""
+        if not fork_reads_ok(self):
+            self.read_ahead_activity()
+            return
+        jobs = []
+        for table, columns in {**S.READ_COLUMNS, **S.INFO_COLUMNS}.items():
+            have = [c for c in columns if c in self.tables.get(table, ())]
+            if have and (table in S.READ_COLUMNS or have == columns):
+                jobs.append((table, have))
+        try:
+            self._forked = ForkedReads(self, jobs)
+        except OSError:  # no fork (a process limit): read ahead in threads
+            self.read_ahead_activity()
+            return
+        for i, (table, columns) in enumerate(jobs):
+            self._ahead[table] = (columns, _ForkedRead(self._forked, i))
 
     def _ahead_job(self, table: str, columns: list[str]) -> Any:
         """A scan on its own DuckDB cursor (10M kernels + 10M API calls: the two tables are
@@ -639,6 +808,8 @@ class SqliteSource(Source):
         return top
 
     def close(self) -> None:
+        if self._forked is not None:
+            self._forked.close()  # stopped if still reading: what it read is not wanted
         # Reads ahead nobody took (the command failed first): stop them rather than wait for
         # a 10M-row scan to finish.
         for table, (_, read) in self._ahead.items():

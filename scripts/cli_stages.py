@@ -4,6 +4,8 @@ stage printed on stderr as it starts: wall seconds since this process started an
 
     python3 scripts/cli_stages.py TRACE [cgprof analyze options]   # e.g. --json out.json
     python3 scripts/cli_stages.py --engine TRACE ...   # also when each table read starts/ends
+    (a small SQLite export is read ahead by a forked process, whose reads are not stamped:
+    CGPROF_READER=thread keeps them in this process)
 
 Unlike profile_stages.py (best of N runs in one process, imports timed once), this is the
 first and only analysis of its process, so it shows what a user's run pays: imports, page

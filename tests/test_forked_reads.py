@@ -1,0 +1,178 @@
+"""A small SQLite export is read ahead by a forked process (engine.ForkedReads): the same
+Arrow tables, the same analysis, the same errors as the reads in threads, and nothing left
+behind. The fork happens only in a process of one thread (the CLI at its start), so each
+check runs in a process of its own, as the CLI does."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+
+import pytest
+from conftest import REPO
+
+from cgprof import engine as E
+
+TRACES = REPO / "traces"
+NAMES = ["mlp_train_eager", "mlp_train_graph", "mlp_train_graph_graphtrace",
+         "ddp_mlp_train_eager", "compile_train_step", "resnet18_train_eager"]
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the forked reader runs on Linux only")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+    env.pop("CGPROF_READER", None)
+    env.update(extra)
+    return env
+
+
+_SAME_TABLES = r"""
+import json, os, sys
+from pathlib import Path
+from cgprof import engine as E
+path = Path(sys.argv[1])
+forked = E.open_sqlite_early(path)
+forked.read_ahead_early()  # first: a process of one thread
+assert forked._forked is not None, "not forked"
+jobs = {t: cols for t, (cols, _) in forked._ahead.items()}
+os.environ["CGPROF_READER"] = "thread"
+plain = E.open_sqlite_early(path)
+same = {}
+for table, cols in jobs.items():
+    a, b = forked.read(table, cols), plain.read(table, cols)
+    same[table] = [a.num_rows, a.schema.equals(b.schema, check_metadata=True), a.equals(b),
+                   [c.num_chunks for c in a.columns] == [c.num_chunks for c in b.columns]]
+folder = forked._forked.folder
+forked.close()
+plain.close()
+print(json.dumps({"tables": same, "folder_left": folder.exists()}))
+"""
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_forked_reads_are_the_tables_the_threads_read(name):
+    res = subprocess.run([sys.executable, "-c", _SAME_TABLES, str(TRACES / f"{name}.sqlite")],
+                         capture_output=True, text=True, env=_env(), timeout=240)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    tables = got["tables"]
+    # the activity tables, the strings and the small tables the load reads
+    assert {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "StringIds",
+            "TARGET_INFO_GPU"} <= set(tables)
+    for table, (_rows, schema, equal, chunks) in tables.items():
+        assert schema and equal and chunks, table
+    assert tables["CUPTI_ACTIVITY_KIND_KERNEL"][0] > 0
+    assert not got["folder_left"]
+
+
+@pytest.mark.parametrize("name", ["mlp_train_graph", "ddp_mlp_train_eager",
+                                  "compile_train_step"])
+def test_the_cli_gives_the_same_bytes_either_way(tmp_path, name):
+    outs = []
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    for mode in ("fork", "thread"):
+        (tmp_path / mode).mkdir()
+        out = tmp_path / mode / "a.json"
+        env = _env(CGPROF_CACHE=str(tmp_path / f"cache-{mode}"), TMPDIR=str(temp),
+                   **({"CGPROF_READER": "thread"} if mode == "thread" else {}))
+        res = subprocess.run([sys.executable, "-m", "cgprof", "analyze",
+                              str(TRACES / f"{name}.sqlite"), "--json", "a.json"],
+                             capture_output=True, text=True, env=env, timeout=240,
+                             cwd=tmp_path / mode)
+        assert res.returncode == 0, res.stderr
+        outs.append((out.read_bytes(), res.stdout))
+    assert outs[0] == outs[1]
+    assert list(temp.iterdir()) == []  # the reader's folder removed
+
+
+def test_a_reader_not_waited_for_is_stopped_and_leaves_nothing():
+    code = r"""
+import os, sys
+from pathlib import Path
+from cgprof import engine as E
+src = E.open_sqlite_early(Path(sys.argv[1]))
+src.read_ahead_early()
+reads = src._forked
+src.close()  # before any table is taken: the child is stopped, not waited for
+try:
+    os.waitpid(reads.pid, os.WNOHANG)
+    reaped = False
+except ChildProcessError:
+    reaped = True
+print(reaped, reads.folder.exists(), reads.status is not None)
+"""
+    res = subprocess.run([sys.executable, "-c", code, str(TRACES / "resnet18_train_eager.sqlite")],
+                         capture_output=True, text=True, env=_env(), timeout=240)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True", "False", "True"]
+
+
+def test_a_damaged_file_reads_again_in_the_parent_and_says_so(tmp_path):
+    """The child fails on the bad cell; the parent reads the table itself and names it, the
+    line the reads in threads give."""
+    p = tmp_path / "t.sqlite"
+    shutil.copyfile(TRACES / "mlp_train_graph.sqlite", p)
+    con = sqlite3.connect(p)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'x' WHERE rowid = 7")
+    con.commit()
+    con.close()
+    got = []
+    for extra in ({}, {"CGPROF_READER": "thread"}):
+        res = subprocess.run([sys.executable, "-m", "cgprof", "analyze", str(p), "--json", "-"],
+                             capture_output=True, text=True, timeout=240,
+                             env=_env(CGPROF_NO_CACHE="1", **extra))
+        got.append((res.returncode, res.stdout, res.stderr))
+    assert got[0] == got[1]
+    rc, out, err = got[0]
+    assert rc == 1 and out == ""
+    assert err == (f"Error: {p}: CUPTI_ACTIVITY_KIND_KERNEL.start holds 'x' where nsys writes "
+                   "an integer; is the file damaged or cut down? Re-export it with "
+                   "`nsys export --type sqlite`\n")
+
+
+def test_when_it_forks():
+    code = r"""
+import os, sys
+from pathlib import Path
+from cgprof import engine as E
+path = Path(sys.argv[1])
+def ok():
+    src = E.open_sqlite_early(path)
+    try:
+        return E.fork_reads_ok(src)
+    finally:
+        src.close()
+print(ok())
+os.environ["CGPROF_READER"] = "thread"; print(ok()); del os.environ["CGPROF_READER"]
+os.environ["CGPROF_ENGINE"] = "sqlite3"; print(ok()); del os.environ["CGPROF_ENGINE"]
+E.FORK_READ_MAX_BYTES = 1000; print(ok())
+"""
+    res = subprocess.run([sys.executable, "-c", code, str(TRACES / "mlp_train_eager.sqlite")],
+                         capture_output=True, text=True, env=_env(), timeout=240)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True", "False", "False", "False"]
+
+
+def test_a_process_with_threads_does_not_fork():
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        src = E.open_sqlite_early(TRACES / "mlp_train_eager.sqlite")
+        assert src is not None
+        assert not E.fork_reads_ok(src)
+        src.read_ahead_early()
+        assert src._forked is None and src._ahead  # read ahead in threads instead
+        src.close()
+    finally:
+        stop.set()
+        t.join()
