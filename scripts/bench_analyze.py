@@ -14,6 +14,8 @@ Each measurement runs in a fresh Python process, so its peak RSS is its own:
   cli_first   `python3 -m cgprof analyze PATH --json OUT --quiet` with an empty cache folder:
               reads SQLite, writes the Parquet cache, analyses, writes the JSON
   cli_cached  the same command again on the now cached trace (SQLite is not opened)
+  cli_nocache the first run's command with `--no-cache`: reads SQLite, writes no cache (what
+              writing the cache adds to a first run is the gap between the two)
   (--all-gaps: both with `--all-gaps`, the JSON listing every GPU gap; default: the 1000 longest)
   nsys_stats  (--vs-nsys) `nsys stats -r cuda_gpu_kern_sum,cuda_api_sum,nvtx_sum` on the file
   nsys_gaps   (--vs-nsys) `nsys analyze -r gpu_gaps` on the file
@@ -68,13 +70,14 @@ TARGETS_10M = {"cli_first_s": 30.0, "cli_first_rss_mb": 4096.0}
 TARGET_VS_NSYS = {"cli_first": 3.0, "cli_cached": 5.0}
 BIG = 5_000_000  # traces with at least this many kernels are held to TARGETS_10M
 
-MODES = ("fetchall", "duckdb", "cli_first", "cli_cached")
+MODES = ("fetchall", "duckdb", "cli_first", "cli_cached", "cli_nocache")
 NSYS_MODES = ("nsys_stats", "nsys_gaps")
 LABELS = {
     "fetchall": "bare SELECT + fetchall (baseline)",
     "duckdb": "DuckDB scanner -> Arrow (engine read)",
     "cli_first": "cgprof analyze --json (first, no cache)",
     "cli_cached": "cgprof analyze --json (cached)",
+    "cli_nocache": "cgprof analyze --json --no-cache",
     "nsys_stats": "nsys stats (kern, api, nvtx sums)",
     "nsys_gaps": "nsys analyze -r gpu_gaps",
 }
@@ -130,7 +133,7 @@ def child(mode: str, path: str, out: str) -> dict[str, Any]:
             res["work_s"] = time.perf_counter() - t0
             res["rows"] = [t.num_rows for t in tbls]
             res["threads"] = engine.threads()
-        elif mode in ("cli_first", "cli_cached") or mode in NSYS_MODES:
+        elif mode in ("cli_first", "cli_cached", "cli_nocache") or mode in NSYS_MODES:
             if mode in NSYS_MODES:
                 nsys = os.environ.get("CGPROF_BENCH_NSYS", "nsys")
                 argv = ([nsys, "stats", "-r", "cuda_gpu_kern_sum,cuda_api_sum,nvtx_sum",
@@ -143,6 +146,8 @@ def child(mode: str, path: str, out: str) -> dict[str, Any]:
                     argv += ["--memory-limit", os.environ["CGPROF_BENCH_MEMORY_LIMIT"]]
                 if os.environ.get("CGPROF_BENCH_ALL_GAPS"):
                     argv += ["--all-gaps"]
+                if mode == "cli_nocache":
+                    argv += ["--no-cache"]
             t0 = time.perf_counter()
             proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   text=True)
@@ -314,7 +319,10 @@ def report(trace: dict[str, Any], results: dict[str, dict[str, Any]],
     ratios: dict[str, float | None] = {}
     if "nsys_stats" in results:
         ref = None if results["nsys_stats"].get("error") else results["nsys_stats"].get("work_s")
-        for mode, want in (TARGET_VS_NSYS if vs_nsys is None else vs_nsys).items():
+        wants = dict(TARGET_VS_NSYS if vs_nsys is None else vs_nsys)
+        if "cli_nocache" in results:
+            wants.setdefault("cli_nocache", None)
+        for mode, want in wants.items():
             mine = value(f"{mode}_s")
             ratio = ref / mine if ref and mine else None
             ratios[mode] = ratio
