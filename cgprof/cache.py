@@ -488,7 +488,9 @@ def prefetch(path: str | os.PathLike[str]) -> None:
     """Open the trace at ``path`` and start reading its two big tables (kernels, CUDA API
     calls) in threads, before the caller imports the analysis: pandas and the metrics take
     ~0.3 s to import, while DuckDB and Arrow read without the GIL. From the cache entry
-    when there is one, else from the SQLite export. The load takes the source
+    when there is one, else from the SQLite export (a small one on Linux: every table the
+    load reads, by a forked process, :meth:`cgprof.engine.SqliteSource.read_ahead_early`,
+    so that importing DuckDB is not done here either). The load takes the source
     (:func:`cgprof.engine.take_early`); :func:`cgprof.engine.drop_early` closes one no load
     took. Never raises: a file that is not a readable trace is left for the load to report.
     """
