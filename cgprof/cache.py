@@ -511,10 +511,8 @@ def prefetch(path: str | os.PathLike[str]) -> None:
                 if has_categories(layout):  # as read_frame reads it
                     cached.read_ahead(f"{table}.categories", ["column", "value"])
                 cached.read_ahead(f"{table}.frame", stored_columns(layout))
-            cached.read_ahead_activity()
-            for table, columns in S.INFO_COLUMNS.items():
-                if set(columns) <= set(cached.tables.get(table, ())):  # as the load asks
-                    cached.read_ahead(table, columns)
+            for table, columns in cached.load_reads(info=True):  # as the load asks
+                cached.read_ahead(table, columns)
         elif path.suffix.lower() != ".nsys-rep":
             src = E.open_sqlite_early(path)
             if src is not None:

@@ -415,15 +415,28 @@ class Source:
             return
         self._ahead[table] = (list(columns), InThread(job, name=f"cgprof-read-{table}"))
 
-    def read_ahead_activity(self) -> None:
-        """:meth:`read_ahead` the columns the loader reads (:data:`cgprof.schema.READ_COLUMNS`,
-        those present): the kernel and CUDA API tables side by side, and the small tables
-        beside them, each in its own thread."""
+    def load_reads(self, info: bool = False) -> list[tuple[str, list[str]]]:
+        """(table, columns) a load reads: those of :data:`cgprof.schema.READ_COLUMNS` the
+        source has (:meth:`readable`); ``info``: also the small tables it reads on the way
+        (:data:`cgprof.schema.INFO_COLUMNS`: metadata, GPUs, threads), each where it has all
+        those columns, as the load asks for them."""
+        out = []
         for table, columns in S.READ_COLUMNS.items():
             readable = self.readable(table)
             have = [c for c in columns if c in readable]
             if have:
-                self.read_ahead(table, have)
+                out.append((table, have))
+        if info:
+            out += [(table, columns) for table, columns in S.INFO_COLUMNS.items()
+                    if set(columns) <= set(self.tables.get(table, ()))]
+        return out
+
+    def read_ahead_activity(self) -> None:
+        """:meth:`read_ahead` the columns the loader reads (:data:`cgprof.schema.READ_COLUMNS`,
+        those present): the kernel and CUDA API tables side by side, and the small tables
+        beside them, each in its own thread."""
+        for table, columns in self.load_reads():
+            self.read_ahead(table, columns)
 
     def _ahead_job(self, table: str, columns: list[str]) -> Any:
         """A function of no argument that reads ``table`` in another thread, or None."""
@@ -685,11 +698,7 @@ class SqliteSource(Source):
         if not fork_reads_ok(self):
             self.read_ahead_activity()
             return
-        jobs = []
-        for table, columns in {**S.READ_COLUMNS, **S.INFO_COLUMNS}.items():
-            have = [c for c in columns if c in self.tables.get(table, ())]
-            if have and (table in S.READ_COLUMNS or have == columns):
-                jobs.append((table, have))
+        jobs = self.load_reads(info=True)
         try:
             self._forked = ForkedReads(self, jobs)
         except OSError:  # no fork (a process limit): read ahead in threads
