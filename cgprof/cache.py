@@ -48,9 +48,12 @@ from cgprof.errors import CgprofError, TraceError
 #: 4: the kernel and API-call frames as a loaded Trace holds them (Trace.shed): without
 #: ``dur_ns``/``tid`` (``end_ns`` stored, not rebuilt), few-valued columns as
 #: ``category-int64`` codes.
-FORMAT_VERSION = 4
+#: 5: a small export's entry may be the Arrow files its forked reader wrote (manifest
+#: ``"suffix": ".arrow"``, no frames).
+FORMAT_VERSION = 5
 PAGE_BYTES = 1 << 16
 MANIFEST = "manifest.json"
+PARQUET, ARROW = ".parquet", ".arrow"
 
 
 def enabled() -> bool:
@@ -126,21 +129,32 @@ def lookup(path: Path, part: str | None = None) -> CachedSource | None:
     if manifest is None:
         return None
     tables, frames = manifest.get("tables"), manifest.get("frames")
-    if not isinstance(tables, dict) or not isinstance(frames, dict):
+    suffix = manifest.get("suffix", PARQUET)
+    if not isinstance(tables, dict) or not isinstance(frames, dict) or (
+            suffix not in (PARQUET, ARROW)):
         discard(entry)
         return None
-    return CachedSource(entry, tables, path, frames)
+    return CachedSource(entry, tables, path, frames, suffix)
 
 
 class CachedSource(E.DirSource):
-    """A cache entry; ``path`` stays the trace's own path for messages."""
+    """A cache entry; ``path`` stays the trace's own path for messages. ``suffix``: its
+    tables' files, Parquet or (a small export's forked reader wrote them) Arrow."""
 
     def __init__(self, entry: Path, tables: dict[str, list[str]], trace_path: Path,
-                 frames: dict[str, Any] | None = None) -> None:
+                 frames: dict[str, Any] | None = None, suffix: str = ".parquet") -> None:
         super().__init__(entry, "cache", tables)
+        self.suffix = suffix
         self.entry = entry
         self.trace_path = trace_path
         self.frames = frames or {}
+
+    def wants_frames(self) -> bool:
+        """Whether a whole load should store the frames it builds in this entry: one of nsys
+        columns only that a run within the memory cap wrote (Parquet). An entry of Arrow
+        files is a small trace's, whose frames are built in less time than they are read
+        from Parquet (see :func:`commit_forked`)."""
+        return not self.frames and self.suffix == PARQUET
 
     def _ahead_job(self, table: str, columns: list[str]) -> Any:
         if table in self.frames:  # its stored frame is read instead of its nsys columns
@@ -516,7 +530,11 @@ def prefetch(path: str | os.PathLike[str]) -> None:
         elif path.suffix.lower() != ".nsys-rep":
             src = E.open_sqlite_early(path)
             if src is not None:
-                src.read_ahead_early()
+                # the forked reader's files are the entry, where it reads (commit_forked)
+                pending = begin(path) if enabled() else None
+                if not src.read_ahead_early(None if pending is None else pending.tmp) and (
+                        pending is not None):
+                    pending.abort()
         if src is not None:
             E.keep_early(path, src)
     except Exception:  # the load reads it again, and says what is wrong
@@ -694,9 +712,19 @@ def store(path: Path, src: E.Source, trace: Any) -> Path | None:
     return pending.commit(src.tables)
 
 
+def commit_forked(path: Path, src: E.SqliteSource) -> Path | None:
+    """Commit the folder ``src``'s forked reader wrote every table the load read into
+    (:func:`prefetch`) as ``path``'s entry, of Arrow files; None when there is none (its
+    reader failed or was not forked: the folder is removed with ``src``)."""
+    folder = src.forked_entry()
+    if folder is None:
+        return None
+    return _finish(path, folder, src.tables, {}, suffix=ARROW)
+
+
 def _finish(path: Path, tmp: Path, tables: dict[str, list[str]],
             frames: dict[str, list[list[Any]]], part: str | None = None,
-            note: dict[str, Any] | None = None) -> Path | None:
+            note: dict[str, Any] | None = None, suffix: str = PARQUET) -> Path | None:
     """Manifest, then rename ``tmp`` into place as ``path``'s entry (of ``part``)."""
     try:
         entry = entry_dir(path, part)
@@ -705,6 +733,7 @@ def _finish(path: Path, tmp: Path, tables: dict[str, list[str]],
                     "size": st.st_size, "mtime_ns": st.st_mtime_ns,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "tables": tables, "frames": frames,
+                    **({"suffix": suffix} if suffix != PARQUET else {}),
                     **({"part": part} if part is not None else {}),
                     **({"note": note} if note is not None else {})}
         (tmp / MANIFEST).write_text(json.dumps(manifest))
@@ -790,12 +819,15 @@ def entries() -> list[dict[str, Any]]:
         except (OSError, ValueError):
             manifest = {}
         # an entry of nsys columns only (a run within the memory cap wrote it; the next
-        # whole load adds its frames)
-        columns_only = manifest.get("frames") == {} and bool(manifest.get("tables"))
+        # whole load adds its frames), or of a small export's Arrow files (it keeps them)
+        arrow = manifest.get("suffix") == ARROW
+        columns_only = (manifest.get("frames") == {} and bool(manifest.get("tables"))
+                        and not arrow)
         out.append({"key": entry.name, "source": manifest.get("source"),
                     "created": manifest.get("created"), "bytes": size,
                     **({"part": manifest["part"]} if "part" in manifest else {}),
-                    **({"columns_only": True} if columns_only else {})})
+                    **({"columns_only": True} if columns_only else {}),
+                    **({"arrow": True} if arrow else {})})
     return out
 
 

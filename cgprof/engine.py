@@ -544,12 +544,18 @@ class ForkedReads:
     with ``os._exit``. When it fails (a damaged file, no scanner), every table is read again
     by the parent when asked, which says what is wrong."""
 
-    def __init__(self, src: SqliteSource, jobs: list[tuple[str, list[str]]]) -> None:
+    def __init__(self, src: SqliteSource, jobs: list[tuple[str, list[str]]],
+                 into: Path | None = None) -> None:
         import tempfile
 
         self.jobs = jobs
         rows = [src._batch_rows(table) for table, _ in jobs]
-        self.folder = Path(tempfile.mkdtemp(prefix=f"cgprof-reads-{os.getpid()}-"))
+        #: ``into``: an empty folder that becomes the trace's cache entry (the files are
+        #: then LZ4-compressed: ResNet-18's 18.7 MB of columns take 5.1 MB), else a
+        #: temporary folder of the system's
+        self.folder = into or Path(tempfile.mkdtemp(prefix=f"cgprof-reads-{os.getpid()}-"))
+        self.into = into
+        self.handed = False  # the folder given to the caller (:meth:`hand_over`)
         self.status: int | None = None
         try:
             pid = os.fork()
@@ -576,6 +582,7 @@ class ForkedReads:
         import pyarrow as pa
 
         con = _duckdb_sqlite(path, duckdb_temp())
+        options = pa.ipc.IpcWriteOptions(compression="lz4" if self.into else None)
 
         def one(i: int, table: str, columns: list[str]) -> None:
             cur = con.cursor()
@@ -583,8 +590,8 @@ class ForkedReads:
                 tbl = SqliteSource._scan(cur, table, columns, rows[i])
             finally:
                 cur.close()
-            with pa.OSFile(str(self.folder / f"{i}.arrow"), "wb") as sink, \
-                    pa.ipc.new_file(sink, tbl.schema) as writer:
+            with pa.OSFile(str(self.file(i)), "wb") as sink, \
+                    pa.ipc.new_file(sink, tbl.schema, options=options) as writer:
                 writer.write_table(tbl)
 
         reads = [InThread(one, i, table, columns, name=f"cgprof-read-{table}")
@@ -603,6 +610,11 @@ class ForkedReads:
                 self.status = -1
         return self.status == 0
 
+    def file(self, i: int) -> Path:
+        """The file of the ``i``-th job's table: ``TABLE.arrow``, as a cache entry of Arrow
+        files names it (cgprof.cache)."""
+        return self.folder / f"{self.jobs[i][0]}.arrow"
+
     def table(self, i: int) -> Any:
         """The ``i``-th job's table (memory-mapped), or None when the child failed."""
         if not self.wait():
@@ -610,14 +622,24 @@ class ForkedReads:
         import pyarrow as pa
 
         try:
-            with pa.memory_map(str(self.folder / f"{i}.arrow")) as fh:
+            with pa.memory_map(str(self.file(i))) as fh:
                 return pa.ipc.open_file(fh).read_all()
         except (OSError, pa.ArrowException):
             return None
 
+    def hand_over(self) -> Path | None:
+        """The folder ``into`` when the child read every table into it, now the caller's
+        (:meth:`close` no longer removes it); else None."""
+        if self.into is None or not self.wait() or self.handed:
+            return None
+        if not all(self.file(i).is_file() for i in range(len(self.jobs))):
+            return None
+        self.handed = True
+        return self.into
+
     def close(self) -> None:
-        """Stop the child if it is still reading; remove the folder (a table already taken
-        keeps its mapping)."""
+        """Stop the child if it is still reading; remove the folder unless it was handed
+        over (a table already taken keeps its mapping)."""
         import shutil
         import signal
 
@@ -625,7 +647,8 @@ class ForkedReads:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
             self.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if not self.handed:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class _ForkedRead:
@@ -689,23 +712,33 @@ class SqliteSource(Source):
                 self._duck_failed = True
         return self._duck
 
-    def read_ahead_early(self) -> None:
+    def read_ahead_early(self, into: Path | None = None) -> bool:
         """:meth:`read_ahead_activity` before the caller imports the analysis
         (:func:`cgprof.cache.prefetch`): in a forked process where :func:`fork_reads_ok`,
         with the small tables the load reads in its own thread (metadata, GPUs, threads).
         Importing duckdb and attaching the file (~55 ms on the H200 host, holding the GIL)
-        then happen beside the caller's imports, not before them."""
+        then happen beside the caller's imports, not before them.
+
+        ``into``: an empty folder the forked process writes its tables into, as the
+        trace's cache entry (:meth:`forked_entry`). Whether the reads were forked (when not,
+        ``into`` is left as it was)."""
         if not fork_reads_ok(self):
             self.read_ahead_activity()
-            return
+            return False
         jobs = self.load_reads(info=True)
         try:
-            self._forked = ForkedReads(self, jobs)
+            self._forked = ForkedReads(self, jobs, into)
         except OSError:  # no fork (a process limit): read ahead in threads
             self.read_ahead_activity()
-            return
+            return False
         for i, (table, columns) in enumerate(jobs):
             self._ahead[table] = (columns, _ForkedRead(self._forked, i))
+        return True
+
+    def forked_entry(self) -> Path | None:
+        """The folder the forked process wrote every table the load reads into
+        (:meth:`read_ahead_early` ``into``), now the caller's; None when there is none."""
+        return None if self._forked is None else self._forked.hand_over()
 
     def _ahead_job(self, table: str, columns: list[str]) -> Any:
         """A scan on its own DuckDB cursor (10M kernels + 10M API calls: the two tables are

@@ -1101,7 +1101,7 @@ def _cached(path: Path, part: str | None, say: Progress) -> tuple[Trace | None,
     except Exception:
         C.discard(hit.entry)
         return None, None
-    return trace, (None if hit.frames else hit.entry)
+    return trace, (hit.entry if hit.wants_frames() else None)
 
 
 def _checked_part(trace: Trace, path: Path, keep: bool) -> None:
@@ -1214,9 +1214,13 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
         src.spill = spill
     if pid_filter is not None and part is None:
         use_cache = False  # an entry without a part holds the whole trace
-    # The cache entry is written table by table as the tables are read (src.spool), so the
+    # A small export's forked reader (cgprof.cache.prefetch) writes its entry as it reads;
+    # else the entry is written table by table as the tables are read (src.spool), so the
     # Arrow copy of each is freed once its columns are numpy, not kept for a write at the end.
-    pending = C.begin(path, part) if use_cache and src.kind == "sqlite" else None
+    forked = (use_cache and isinstance(src, E.SqliteSource) and src._forked is not None
+              and src._forked.into is not None and part is None and pid_filter is None)
+    pending = (C.begin(path, part) if use_cache and src.kind == "sqlite" and not forked
+               else None)
     src.keep_reads = False
     if pending is not None:
         src.spool = pending.write
@@ -1231,6 +1235,8 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
             _checked(trace, path)
         else:
             _checked_part(trace, path, pid_filter.keep)
+        if forked:
+            C.commit_forked(path, src)  # type: ignore[arg-type]
         if pending is not None:
             done, pending = pending, None
             if C.in_background():

@@ -176,3 +176,103 @@ def test_a_process_with_threads_does_not_fork():
     finally:
         stop.set()
         t.join()
+
+
+def _sha(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _blank_the_middle(path) -> None:
+    """Zero the export's pages between its first and last 64 KiB, keeping its size and mtime:
+    its cache key (cgprof.cache.key) stays, and a read of its tables would fail."""
+    st = path.stat()
+    with open(path, "r+b") as fh:
+        fh.seek(1 << 16)
+        fh.write(b"\0" * (st.st_size - 2 * (1 << 16)))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize("name", ["mlp_train_graph", "ddp_mlp_train_eager",
+                                  "resnet18_train_eager"])
+def test_a_first_run_keeps_the_forked_readers_files_as_the_cache_entry(tmp_path, name):
+    """With the cache on, the forked reader writes its tables into the entry's temporary
+    folder and the first run commits it (Arrow files, no frames): no writer thread. The next
+    run reads only that entry, and every run gives the bytes a run without the cache gives."""
+    trace = tmp_path / f"{name}.sqlite"
+    shutil.copyfile(TRACES / f"{name}.sqlite", trace)
+    digest = _sha(trace)
+    cache = tmp_path / "cache"
+
+    def run(**extra: str) -> tuple[bytes, str]:
+        res = subprocess.run([sys.executable, "-m", "cgprof", "analyze", str(trace),
+                              "--json", "a.json", "--force"], capture_output=True, text=True,
+                             timeout=240, cwd=tmp_path,
+                             env=_env(CGPROF_CACHE=str(cache), **extra))
+        assert res.returncode == 0, res.stderr
+        return (tmp_path / "a.json").read_bytes(), res.stdout
+
+    plain = run(CGPROF_NO_CACHE="1")
+    assert not cache.exists()
+    first = run()
+    assert _sha(trace) == digest  # the input only read
+    entries = [p for p in cache.iterdir()]
+    assert len(entries) == 1 and not entries[0].name.startswith(".tmp-")
+    manifest = json.loads((entries[0] / "manifest.json").read_text())
+    assert manifest["suffix"] == ".arrow" and manifest["frames"] == {}
+    src = E.open_sqlite_early(trace)
+    try:
+        wanted = {f"{table}.arrow" for table, _ in src.load_reads(info=True)}
+    finally:
+        src.close()
+    assert {p.name for p in entries[0].iterdir()} == wanted | {"manifest.json"}
+    _blank_the_middle(trace)  # the same key; its tables unreadable
+    second = run()
+    assert first == plain and second == plain
+    assert [p.name for p in cache.iterdir()] == [entries[0].name]
+    assert sorted(p.name for p in entries[0].iterdir()) == sorted(wanted | {"manifest.json"})
+    info = subprocess.run([sys.executable, "-m", "cgprof", "cache", "info", "--json"],
+                          capture_output=True, text=True, timeout=240,
+                          env=_env(CGPROF_CACHE=str(cache)))
+    rows = json.loads(info.stdout)["entries"]
+    assert [(r.get("arrow"), r.get("columns_only")) for r in rows] == [(True, None)]
+
+
+def test_a_failed_forked_read_leaves_no_entry_and_no_temporary_folder(tmp_path):
+    p = tmp_path / "t.sqlite"
+    shutil.copyfile(TRACES / "mlp_train_graph.sqlite", p)
+    con = sqlite3.connect(p)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'x' WHERE rowid = 7")
+    con.commit()
+    con.close()
+    cache = tmp_path / "cache"
+    res = subprocess.run([sys.executable, "-m", "cgprof", "analyze", str(p), "--json", "-"],
+                         capture_output=True, text=True, timeout=240,
+                         env=_env(CGPROF_CACHE=str(cache)))
+    assert res.returncode == 1 and res.stdout == ""
+    assert "CUPTI_ACTIVITY_KIND_KERNEL.start holds 'x'" in res.stderr
+    assert list(cache.iterdir()) == []  # made for the entry, left empty
+
+
+def test_a_reader_writing_an_entry_that_no_load_takes_leaves_nothing(tmp_path):
+    """A trace prefetched (its entry being written) and then not loaded: the child stopped,
+    the temporary folder removed, no entry."""
+    code = r"""
+import sys
+from pathlib import Path
+from cgprof import cache as C, engine as E
+path = Path(sys.argv[1])
+C.prefetch(path)
+src = E.take_early(path)
+assert src._forked is not None and src._forked.into is not None, "no entry being written"
+folder = src._forked.folder
+src.close()
+print(folder.exists(), sorted(p.name for p in C.cache_dir().iterdir()))
+"""
+    cache = tmp_path / "cache"
+    res = subprocess.run([sys.executable, "-c", code, str(TRACES / "mlp_train_eager.sqlite")],
+                         capture_output=True, text=True, timeout=240,
+                         env=_env(CGPROF_CACHE=str(cache)))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["False", "[]"]

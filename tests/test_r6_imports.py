@@ -23,8 +23,9 @@ def _imported(args: list[str], env: dict[str, str]) -> set[str]:
 
 
 def test_cached_analyze_json_imports_only_what_it_uses(tmp_path):
-    """A cached `cgprof analyze --json` reads Parquet: no DuckDB, no plotting, no torch, no
-    rank machinery for a one-process trace; the first run reads SQLite through DuckDB, in a
+    """A cached `cgprof analyze --json` reads its entry (Arrow files a small export's forked
+    reader wrote on Linux, else Parquet): no DuckDB, no plotting, no torch, no rank
+    machinery for a one-process trace; the first run reads SQLite through DuckDB, in a
     forked process on Linux (a small export: the CLI's own process never imports it), else
     in threads of its own."""
     env = {**os.environ, "CGPROF_CACHE": str(tmp_path / "cache")}
@@ -36,12 +37,17 @@ def test_cached_analyze_json_imports_only_what_it_uses(tmp_path):
     threads = _imported(args, {**env, "CGPROF_READER": "thread",
                                "CGPROF_CACHE": str(tmp_path / "cache-threads")})
     assert "duckdb" in threads
+    # the entry the forked reader wrote is Arrow files (Linux), the threads' is Parquet
     cached = _imported(args, env)
-    assert "pandas" in cached and "pyarrow.parquet" in cached
+    linux = sys.platform.startswith("linux")
+    assert "pandas" in cached and "pyarrow.ipc" in cached
+    assert ("pyarrow.parquet" in cached) == (not linux)
+    cached_parquet = _imported(args, {**env, "CGPROF_CACHE": str(tmp_path / "cache-threads")})
+    assert "pandas" in cached_parquet and "pyarrow.parquet" in cached_parquet
     unwanted = {"duckdb", "torch", "plotly", "jinja2", "dask", "cgprof.ranks",
                 "cgprof.parallel", "cgprof.report.html", "cgprof.report.figures",
                 "cgprof.diff"}
-    assert sorted(unwanted & cached) == []
+    assert sorted(unwanted & cached) == [] and sorted(unwanted & cached_parquet) == []
 
 
 def test_heavy_imports_change_nothing_outside_a_one_command_process():
