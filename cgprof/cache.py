@@ -618,12 +618,22 @@ def add_frames(entry: Path, path: Path, trace: Any, rebuild: Any) -> None:
     if pending is None:
         return
     pending.into = entry
+    write_frames(pending, trace, rebuild, {})
+
+
+def write_frames(pending: Pending, trace: Any, rebuild: Any, tables: dict[str, list[str]],
+                 say: Any = None) -> None:
+    """Write ``trace``'s frames into ``pending`` and commit it: from a thread within
+    :func:`background_writes` (:func:`write_later`), else now (``say``: told so). A failed
+    write costs only speed: the entry is aborted, never the analysis."""
     if in_background():
-        write_later(pending, trace, rebuild, {})
+        write_later(pending, trace, rebuild, tables)
         return
+    if say is not None:
+        say("writing the columnar cache")
     try:
         pending.write_trace(trace, rebuild)
-        pending.commit({})
+        pending.commit(tables)
     except Exception:
         pending.abort()
 

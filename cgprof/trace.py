@@ -1239,12 +1239,7 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
             C.commit_forked(path, src)  # type: ignore[arg-type]
         if pending is not None:
             done, pending = pending, None
-            if C.in_background():
-                C.write_later(done, trace, _rebuild, src.tables)
-            else:
-                say("writing the columnar cache")
-                done.write_trace(trace, _rebuild)
-                done.commit(src.tables)
+            C.write_frames(done, trace, _rebuild, src.tables, say)
     finally:
         if pending is not None:
             pending.abort()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -542,12 +543,15 @@ def test_a_background_load_leaves_its_small_tables_to_the_writer_thread(cache_di
     assert a == b
 
 
-def test_a_failing_background_write_leaves_no_entry_and_no_temporary(cache_dir, monkeypatch):
+@pytest.mark.parametrize("background", [True, False])
+def test_a_failing_write_leaves_no_entry_and_no_temporary(cache_dir, monkeypatch, background):
+    """In the background (the CLI) or now (cgprof.load): the load goes on, the entry is
+    aborted (the write now once raised out of cgprof.load and left its .tmp- folder)."""
     def broken(self, trace, rebuild=None):
         raise OSError("disk full")
 
     monkeypatch.setattr(cache.Pending, "write_trace", broken)
-    with cache.background_writes():
+    with cache.background_writes() if background else contextlib.nullcontext():
         trace = T.load(TRACES / "mlp_infer_eager.sqlite")
     assert len(trace.kernels) > 0
     assert cache.entries() == []
