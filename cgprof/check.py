@@ -29,6 +29,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -299,7 +300,8 @@ def _json_run(doc: dict[str, Any]) -> RunFigures:
 
 
 def load_run(path: str | Path, step: str | None = None, skip: int = 0,
-             only: int | None = None) -> RunFigures:
+             only: int | None = None,
+             planned: Callable[[Path, int], None] | None = None) -> RunFigures:
     """Figures of a trace or JSON document, one set per rank.
 
     A trace whose GPU work comes from several processes (a ``torchrun`` job in one nsys
@@ -307,11 +309,18 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
     is cut and analysed on its own, one at a time, as ``cgprof analyze`` does; ``only``
     analyses just that rank of such a trace (none when it has no such rank). A JSON document
     is a baseline file (one set of figures, or ``ranks``) or the ``cgprof analyze --json``
-    document of one trace or of a multi-rank run (every trace document with its ``rank``)."""
+    document of one trace or of a multi-rank run (every trace document with its ``rank``).
+
+    Within the memory cap as ``cgprof analyze``: a trace of several ranks whose whole
+    analysis would exceed it is read one rank at a time, a one-process trace a chunk of
+    steps at a time (cgprof.metrics.chunked.analyze_capped: the same figures);
+    ``planned(path, chunks)`` is told how many chunks."""
     path = Path(path)
     if path.is_file() and _is_json(path):
         return _json_run(_load_json(path))
+    from cgprof.engine import apart_wanted
     from cgprof.metrics import analyze
+    from cgprof.metrics.chunked import analyze_capped
     from cgprof.ranks import (
         analyze_rank,
         apart_heads,
@@ -327,6 +336,11 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
         done = apart_results(path, apart, step=step, skip=skip, only=only)
         return RunFigures({r.rank_id: figures(r.result) for r in done}, True,
                           [h.rank_id for h in apart])
+    if apart_wanted(path):  # one process over the cap: a chunk of steps at a time
+        chunked = analyze_capped(path, step=step, skip=skip, planned=None if planned is None
+                                 else lambda chunks: planned(path, chunks))
+        if chunked is not None:
+            return RunFigures({0: figures(chunked)}, False, [0])
     trace = load(path)
     if len(gpu_pids(trace)) <= 1:
         return RunFigures({0: figures(analyze(trace, step=step, skip=skip))}, False, [0])

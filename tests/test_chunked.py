@@ -161,3 +161,35 @@ def test_command_with_all_gaps_reads_whole(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["gpu"]["gaps_total"] == len(doc["gpu"]["gaps"]) > json_report.GAP_LIST_LIMIT \
         or doc["gpu"]["gaps_total"] == len(doc["gpu"]["gaps"])
+
+
+def _check(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    e = dict(os.environ)
+    e.update(env)
+    return subprocess.run([sys.executable, "-m", "cgprof", "check", *args],
+                          capture_output=True, text=True, env=e, timeout=240, cwd=REPO)
+
+
+@pytest.mark.parametrize("name", ["mlp_train_graph", "resnet18_train_eager",
+                                  "transformer_train_graph"])
+def test_check_reads_in_chunks_under_the_cap(tmp_path: Path, name: str) -> None:
+    """`cgprof check` of a one-process trace over the cap is analysed a chunk of steps at a
+    time, as `analyze` is: every figure of the baseline it saves, its JSON and its verdict
+    are the whole analysis's."""
+    trace = str(REPO / "traces" / f"{name}.sqlite")
+    env = {"CGPROF_CACHE": str(tmp_path / "cache")}
+    rules = ["--max", "gpu_idle_pct=99", "--min", "steps=1", "--max", "step_p50_ns=1"]
+    got = {}
+    for how, extra, more in (("whole", [], {}),
+                             ("chunked", ["--memory-limit", "100MB"],
+                              {"CGPROF_CHUNK_STEPS": "3"})):
+        base = tmp_path / f"{how}.base.json"
+        r = _check(trace, *rules, *extra, "--json", "-", "--save-baseline", str(base),
+                   env={**env, **more})
+        assert r.returncode == 1, r.stderr  # the step_p50_ns rule fails: a real verdict
+        notes = [ln for ln in r.stderr.splitlines() if "chunk of steps at a time (" in ln]
+        assert len(notes) == (how == "chunked"), r.stderr
+        doc = json.loads(base.read_text())
+        assert doc["figures"]["steps"] and doc["figures"]["step_p50_ns"]
+        got[how] = (doc, r.stdout)
+    assert got["chunked"] == got["whole"]

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from cgprof.cache import writing_in_background
-from cgprof.commands.engine_opts import engine_options, note_apart
+from cgprof.commands.engine_opts import engine_options, note_apart, note_chunked
 from cgprof.errors import CgprofError, OutputExistsError
 
 #: Progress messages one analysis sends (load: strings, kernels, API calls, copies, NVTX, cache;
@@ -88,29 +88,14 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = Fal
 
 def _analyze_chunked(path: Path, step, skip, min_gap_us, say):
     """A one-process trace whose whole analysis would exceed the memory cap, read a chunk of
-    steps at a time (cgprof.metrics.chunked.analyze_path): its light result, or None when
+    steps at a time (cgprof.metrics.chunked.analyze_capped): its light result, or None when
     the trace is not one that path takes (analysed whole then, the cap noted at the end)."""
-    import os
-
-    from cgprof import engine as E
-    from cgprof.metrics.chunked import analyze_path, chunk_rows
-
-    if path.suffix.lower() == ".nsys-rep":
-        return None
-    rows = chunk_rows(E.parse_size(E.memory_limit()))
-    forced = os.environ.get("CGPROF_CHUNK_STEPS", "").strip()
-
-    def planned(chunks: int) -> None:
-        need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
-        click.echo(f"cgprof: note: {path}: read a chunk of steps at a time ({chunks} "
-                   f"chunk{'' if chunks == 1 else 's'}): its whole analysis would hold "
-                   f"~{need / 1e9:.1f} GB, above the memory cap {E.memory_limit()}", err=True)
-
+    from cgprof.metrics.chunked import analyze_capped
     from cgprof.report.json_report import GAP_LIST_LIMIT
 
-    return analyze_path(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=say,
-                        chunk_steps=int(forced) if forced else None, chunk_rows=rows,
-                        planned=planned, gap_limit=GAP_LIST_LIMIT)
+    return analyze_capped(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=say,
+                          planned=lambda chunks: note_chunked(path, chunks),
+                          gap_limit=GAP_LIST_LIMIT)
 
 
 @click.command("analyze")

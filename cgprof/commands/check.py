@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from cgprof.commands.engine_opts import engine_options, note_chunked
 from cgprof.errors import CgprofError
 
 
@@ -63,6 +64,7 @@ FIGURE_HELP = ("FIGURE is one of steps, step_p50_ns, step_p99_ns, launch_calls_p
                    "rank 0).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @click.pass_context
+@engine_options
 def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_path, step, skip,
             json_out, junit_out, github, save_baseline, history, commit, rank, force) -> None:
     """Check TRACE's CUDA Graph health against rules; exit 0 pass, 1 fail, 2 bad input.
@@ -118,11 +120,12 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
             check_writable(p, force)
         if history is not None:
             C.check_history_file(history)
-        run = C.load_run(trace, step=step, skip=skip, only=rank).select(rank, trace)
+        run = C.load_run(trace, step=step, skip=skip, only=rank,
+                         planned=note_chunked).select(rank, trace)
         base_run = None
         if baseline is not None:
             base_run = C.load_run(baseline, step=step, skip=skip,
-                                  only=rank if run.multi else None)
+                                  only=rank if run.multi else None, planned=note_chunked)
         if save_baseline is not None:
             doc = C.run_baseline_document(run, str(trace))
             import json

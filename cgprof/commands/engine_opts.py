@@ -73,9 +73,9 @@ def _note_over_cap(cap: str, source: str) -> None:
         return
     click.echo(f"cgprof: note: this run held {peak / 1e9:.2f} GB at its peak, above "
                f"{source} {cap}, which caps the SQLite read and how much of a trace is read "
-               f"at once (a multi-rank trace one rank at a time; for `analyze`, a one-process "
-               f"trace a chunk of steps at a time): what an analysis keeps beside is not "
-               f"capped (docs/engine.md)", err=True)
+               f"at once (a multi-rank trace one rank at a time; for `analyze` and `check`, a "
+               f"one-process trace a chunk of steps at a time): what an analysis keeps beside "
+               f"is not capped (docs/engine.md)", err=True)
 
 
 def note_apart(path: Any, ranks: int) -> None:
@@ -90,6 +90,17 @@ def note_apart(path: Any, ranks: int) -> None:
     click.echo(f"cgprof: note: {path}: read rank by rank ({ranks} ranks, one at a time): "
                f"its whole analysis would hold ~{need / 1e9:.1f} GB, above the memory cap "
                f"{E.memory_limit()}{cached}", err=True)
+
+
+def note_chunked(path: Any, chunks: int) -> None:
+    """One line on stderr: the one-process trace is read a chunk of steps at a time because
+    of the memory cap."""
+    from cgprof import engine as E
+
+    need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
+    click.echo(f"cgprof: note: {path}: read a chunk of steps at a time ({chunks} "
+               f"chunk{'' if chunks == 1 else 's'}): its whole analysis would hold "
+               f"~{need / 1e9:.1f} GB, above the memory cap {E.memory_limit()}", err=True)
 
 
 def _note_fallback(reason: str | None) -> None:
@@ -126,8 +137,9 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "--memory-limit", metavar="SIZE", callback=_check_size,
         help="Memory cap, e.g. 1GB (default 4GB, or $CGPROF_MEMORY_LIMIT). A trace whose "
              "whole analysis would exceed it is read rank by rank (several processes) or, "
-             "by `analyze` without --html and --all-gaps, a chunk of steps at a time (one "
-             "process: the same report). It also caps the SQLite reader (DuckDB), which "
+             "by `analyze` (without --html and --all-gaps) and `check`, a chunk of steps at "
+             "a time (one process: the same report). It also caps the SQLite reader (DuckDB), "
+             "which "
              "spills to disk beyond it.")(wrapper)
     wrapper = click.option(
         "--no-cache", is_flag=True,

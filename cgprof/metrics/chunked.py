@@ -164,6 +164,27 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
         return result
 
 
+def analyze_capped(path: str | Path, step: str | None = None, skip: int = 0,
+                   min_gap_us: float = 0.0, progress: Callable[[str], None] | None = None,
+                   planned: Callable[[int], None] | None = None,
+                   gap_limit: int = GAP_LIMIT) -> AnalysisResult | None:
+    """:func:`analyze_path` with chunks of the size the memory cap gives
+    (:func:`chunk_rows` of cgprof.engine.memory_limit; ``CGPROF_CHUNK_STEPS`` forces a number
+    of steps per chunk): what ``cgprof analyze`` and ``cgprof check`` run for a one-process
+    trace whose whole analysis would exceed the cap. None when the trace is not one that
+    path takes (a report, a trace without step ranges, ...: analysed whole then)."""
+    import os
+
+    path = Path(path)
+    if path.suffix.lower() == ".nsys-rep":
+        return None
+    rows = chunk_rows(E.parse_size(E.memory_limit()))
+    forced = os.environ.get("CGPROF_CHUNK_STEPS", "").strip()
+    return analyze_path(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=progress,
+                        chunk_steps=int(forced) if forced else None, chunk_rows=rows,
+                        planned=planned, gap_limit=gap_limit)
+
+
 @contextlib.contextmanager
 def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
         tuple[Any, Callable[[], None]]]:
