@@ -116,15 +116,21 @@ print(reaped, reads.folder.exists(), reads.status is not None)
     assert res.stdout.split() == ["True", "False", "True"]
 
 
-def test_a_damaged_file_reads_again_in_the_parent_and_says_so(tmp_path):
-    """The child fails on the bad cell; the parent reads the table itself and names it, the
-    line the reads in threads give."""
+def _damaged_copy(tmp_path):
+    """A copy of a shipped export with text in one kernel's ``start`` (a cell no nsys writes)."""
     p = tmp_path / "t.sqlite"
     shutil.copyfile(TRACES / "mlp_train_graph.sqlite", p)
     con = sqlite3.connect(p)
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'x' WHERE rowid = 7")
     con.commit()
     con.close()
+    return p
+
+
+def test_a_damaged_file_reads_again_in_the_parent_and_says_so(tmp_path):
+    """The child fails on the bad cell; the parent reads the table itself and names it, the
+    line the reads in threads give."""
+    p = _damaged_copy(tmp_path)
     got = []
     for extra in ({}, {"CGPROF_READER": "thread"}):
         res = subprocess.run([sys.executable, "-m", "cgprof", "analyze", str(p), "--json", "-"],
@@ -240,12 +246,7 @@ def test_a_first_run_keeps_the_forked_readers_files_as_the_cache_entry(tmp_path,
 
 
 def test_a_failed_forked_read_leaves_no_entry_and_no_temporary_folder(tmp_path):
-    p = tmp_path / "t.sqlite"
-    shutil.copyfile(TRACES / "mlp_train_graph.sqlite", p)
-    con = sqlite3.connect(p)
-    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'x' WHERE rowid = 7")
-    con.commit()
-    con.close()
+    p = _damaged_copy(tmp_path)
     cache = tmp_path / "cache"
     res = subprocess.run([sys.executable, "-m", "cgprof", "analyze", str(p), "--json", "-"],
                          capture_output=True, text=True, timeout=240,
