@@ -142,7 +142,7 @@ class CachedSource(E.DirSource):
     tables' files, Parquet or (a small export's forked reader wrote them) Arrow."""
 
     def __init__(self, entry: Path, tables: dict[str, list[str]], trace_path: Path,
-                 frames: dict[str, Any] | None = None, suffix: str = ".parquet") -> None:
+                 frames: dict[str, Any] | None = None, suffix: str = PARQUET) -> None:
         super().__init__(entry, "cache", tables)
         self.suffix = suffix
         self.entry = entry
@@ -152,8 +152,8 @@ class CachedSource(E.DirSource):
     def wants_frames(self) -> bool:
         """Whether a whole load should store the frames it builds in this entry: one of nsys
         columns only that a run within the memory cap wrote (Parquet). An entry of Arrow
-        files is a small trace's, whose frames are built in less time than they are read
-        from Parquet (see :func:`commit_forked`)."""
+        files is a small trace's, whose frames are built in about the time reading stored
+        ones saves (ResNet-18 on the H200 host, docs/engine.md round thirteen)."""
         return not self.frames and self.suffix == PARQUET
 
     def _ahead_job(self, table: str, columns: list[str]) -> Any:

@@ -139,8 +139,7 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
              "whole analysis would exceed it is read rank by rank (several processes) or, "
              "by `analyze` (without --html and --all-gaps) and `check`, a chunk of steps at "
              "a time (one process: the same report). It also caps the SQLite reader (DuckDB), "
-             "which "
-             "spills to disk beyond it.")(wrapper)
+             "which spills to disk beyond it.")(wrapper)
     wrapper = click.option(
         "--no-cache", is_flag=True,
         help="Neither read nor write cgprof's columnar cache of the trace.")(wrapper)
