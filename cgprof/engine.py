@@ -735,6 +735,11 @@ class SqliteSource(Source):
             self._ahead[table] = (columns, _ForkedRead(self._forked, i))
         return True
 
+    def writes_entry(self) -> bool:
+        """Whether a forked process is reading this export into a cache entry's folder
+        (:meth:`read_ahead_early` ``into``)."""
+        return self._forked is not None and self._forked.into is not None
+
     def forked_entry(self) -> Path | None:
         """The folder the forked process wrote every table the load reads into
         (:meth:`read_ahead_early` ``into``), now the caller's; None when there is none."""
