@@ -27,7 +27,8 @@ process's own start. Peak RSS is that process's own high-water mark (`VmHWM`; fo
 With --repeat N the measurements run in N rounds (each mode once per round, so a slow spell
 of a shared host hits every mode alike), the table keeps each mode's best run and its note
 lists every run (a host whose runs spread wider than the gap between two rows cannot rank
-them), and the ratios to nsys stats are also given on the medians; a cli_cached run that wrote a
+them), and the ratios to nsys stats are also given on the medians and round by round (in how
+many rounds cgprof was faster, the median of the rounds' ratios); a cli_cached run that wrote a
 cache entry (a miss, or an entry it could not read and replaced) is flagged CACHE MISS.
 Targets (issue 10): 1M trace: first <= 3 s and <= 800 MB, cached <= 1.5 s; 10M trace
 (>= 5M kernels): first <= 30 s and <= 4 GB; --vs-nsys: nsys stats / first >= 3x, nsys stats /
@@ -247,6 +248,22 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return best
 
 
+def _paired(ref: dict[str, Any], mine: dict[str, Any]) -> tuple[int, int, float] | None:
+    """Round by round (each round times every mode once, one after the other): in how many
+    rounds ``mine`` took less time than ``ref``, of how many, and the median of the rounds'
+    ratios ``ref / mine``. A host whose speed drifts between rounds moves both runs of a
+    round alike, so this says more than two best runs taken from different rounds. None
+    when a run failed (the rounds no longer pair up) or there is one round."""
+    a, b = ref.get("runs_s") or [], mine.get("runs_s") or []
+    if len(a) < 2 or len(a) != len(b) or len(a) != ref.get("runs") or len(b) != mine.get(
+            "runs"):
+        return None
+    per = [x / y for x, y in zip(a, b, strict=True) if y > 0]
+    if len(per) != len(a):
+        return None
+    return sum(m < r for r, m in zip(a, b, strict=True)), len(a), statistics.median(per)
+
+
 def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
@@ -340,6 +357,13 @@ def report(trace: dict[str, Any], results: dict[str, dict[str, Any]],
                 ratios[f"{mode}_median"] = ref_med / med
                 lines.append(f"  nsys stats / {mode:<13} medians: {ref_med / med:.2f}x "
                              f"(no target; {ref_med:.2f} s / {med:.2f} s)")
+            paired = _paired(results["nsys_stats"], results.get(mode, {}))
+            if paired is not None:
+                faster, rounds, ratio_med = paired
+                ratios[f"{mode}_paired_median"] = ratio_med
+                ratios[f"{mode}_faster_rounds"] = faster
+                lines.append(f"  nsys stats / {mode:<13} round by round: faster in {faster} "
+                             f"of {rounds} rounds, median ratio {ratio_med:.2f}x (no target)")
         gaps, mine = value("nsys_gaps_s"), value("cli_first_s")
         if gaps and mine:
             ratios["nsys_gaps_over_cli_first"] = gaps / mine

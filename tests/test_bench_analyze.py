@@ -1,0 +1,42 @@
+"""scripts/bench_analyze.py's round-by-round comparison with `nsys stats` (the statistic only:
+the benchmark itself is run by hand, on the GPU machine for the side-by-side)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_analyze",
+                                                  REPO / "scripts" / "bench_analyze.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _runs(*times: float) -> dict:
+    return {"runs": len(times), "runs_s": list(times)}
+
+
+def test_rounds_pair_up_in_order(bench):
+    # round 1: 0.8 < 1.0 (faster), round 2: 0.6 > 0.5, round 3: a tie is not faster
+    faster, rounds, ratio = bench._paired(_runs(1.0, 0.5, 0.9), _runs(0.8, 0.6, 0.9))
+    assert (faster, rounds) == (1, 3)
+    assert ratio == pytest.approx(1.0)  # median of 1.25, 0.833, 1.0
+    # the best runs alone (0.5 / 0.6) would say 0.83x; round by round it is level
+    assert bench._paired(_runs(2.0, 1.0), _runs(1.0, 2.0))[2] == pytest.approx(1.25)
+
+
+@pytest.mark.parametrize("ref, mine", [
+    ({"runs": 3, "runs_s": [1.0, 1.1]}, _runs(0.9, 0.8)),  # a failed run: rounds misalign
+    (_runs(1.0, 1.0), _runs(0.9, 0.8, 0.7)),
+    (_runs(1.0), _runs(0.9)),  # one round
+    (_runs(1.0, 1.0), _runs(0.0, 0.9)),
+])
+def test_no_pairing_when_rounds_do_not_line_up(bench, ref, mine):
+    assert bench._paired(ref, mine) is None
