@@ -193,3 +193,19 @@ def test_check_reads_in_chunks_under_the_cap(tmp_path: Path, name: str) -> None:
         assert doc["figures"]["steps"] and doc["figures"]["step_p50_ns"]
         got[how] = (doc, r.stdout)
     assert got["chunked"] == got["whole"]
+
+
+def test_check_takes_the_engine_options(tmp_path: Path) -> None:
+    """`check --no-cache` reads the trace without writing the cache; a bad --memory-limit is
+    one usage error (exit 2), as for `analyze`."""
+    trace = str(REPO / "traces" / "mlp_infer_graph.sqlite")
+    cache = tmp_path / "cache"
+    r = _check(trace, "--min", "steps=1", "--no-cache", env={"CGPROF_CACHE": str(cache)})
+    assert r.returncode == 0, r.stderr
+    assert not cache.exists() or list(cache.iterdir()) == []
+    r = _check(trace, "--min", "steps=1", env={"CGPROF_CACHE": str(cache)})
+    assert r.returncode == 0, r.stderr
+    assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) == 1
+    bad = _check(trace, "--min", "steps=1", "--memory-limit", "lots", env={})
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "Invalid value for '--memory-limit'" in bad.stderr
