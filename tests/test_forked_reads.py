@@ -277,3 +277,27 @@ print(folder.exists(), sorted(p.name for p in C.cache_dir().iterdir()))
                          env=_env(CGPROF_CACHE=str(cache)))
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["False", "[]"]
+
+
+def test_check_reads_a_small_export_through_the_forked_reader(tmp_path):
+    """`cgprof check` prefetches its trace as `analyze` does: the forked reader's files become
+    the cache entry, its own process imports no duckdb, and the figures are those of a run
+    without the cache."""
+    trace = TRACES / "resnet18_train_eager.sqlite"
+    cache, temp = tmp_path / "cache", tmp_path / "tmp"
+    temp.mkdir()
+    outs = []
+    for extra in ({"CGPROF_NO_CACHE": "1"}, {}, {}):
+        res = subprocess.run([sys.executable, "-X", "importtime", "-m", "cgprof", "check",
+                              str(trace), "--max", "gpu_idle_pct=99", "--json", "c.json",
+                              "--force"], capture_output=True, text=True, timeout=240,
+                             cwd=tmp_path,
+                             env=_env(CGPROF_CACHE=str(cache), TMPDIR=str(temp), **extra))
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert not any(line.rstrip().endswith("| duckdb") for line in res.stderr.splitlines())
+        outs.append((tmp_path / "c.json").read_bytes())
+    assert outs[0] == outs[1] == outs[2]
+    entries = list(cache.iterdir())
+    assert len(entries) == 1
+    assert json.loads((entries[0] / "manifest.json").read_text())["suffix"] == ".arrow"
+    assert list(temp.iterdir()) == []

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import engine_options, note_chunked
 from cgprof.errors import CgprofError
 
@@ -65,6 +66,7 @@ FIGURE_HELP = ("FIGURE is one of steps, step_p50_ns, step_p99_ns, launch_calls_p
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @click.pass_context
 @engine_options
+@writing_in_background
 def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_path, step, skip,
             json_out, junit_out, github, save_baseline, history, commit, rank, force) -> None:
     """Check TRACE's CUDA Graph health against rules; exit 0 pass, 1 fail, 2 bad input.
@@ -80,9 +82,14 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
       cgprof check ddp.sqlite --rank 1 --max launch_calls_per_step=2
     """
     from cgprof.commands import heavy_imports
+    from cgprof.engine import apart_wanted
     from cgprof.report.output import check_writable, write_atomic
 
-    with heavy_imports():
+    with heavy_imports():  # first: the trace's tables are read while the analysis is imported
+        if trace.is_file() and not apart_wanted(trace):  # (else read rank by rank or in chunks)
+            from cgprof.cache import prefetch
+
+            prefetch(trace)
         from cgprof import check as C
         from cgprof import metrics  # noqa: F401  (what every analysis runs)
         from cgprof.report import check_report as R
