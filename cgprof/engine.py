@@ -537,7 +537,7 @@ def fork_reads_ok(src: SqliteSource) -> bool:
 class ForkedReads:
     """Tables of an SQLite export read by one forked process through DuckDB (each in a thread
     of its own there, as :meth:`SqliteSource.read_ahead` would), each handed back as an Arrow
-    IPC file in a temporary folder and memory-mapped by :meth:`table`.
+    IPC stream file in a temporary folder and memory-mapped by :meth:`table`.
 
     The child only reads: the parent's sqlite3 connection is not used there (each table's
     batch size is taken before the fork), its standard streams go to /dev/null, and it leaves
@@ -591,8 +591,8 @@ class ForkedReads:
             finally:
                 cur.close()
             with pa.OSFile(str(self.file(i)), "wb") as sink, \
-                    pa.ipc.new_file(sink, tbl.schema, options=options) as writer:
-                writer.write_table(tbl)
+                    pa.ipc.new_stream(sink, tbl.schema, options=options) as writer:
+                writer.write_table(tbl)  # a stream, as nsys's arrowdir (what _open_ipc reads)
 
         reads = [InThread(one, i, table, columns, name=f"cgprof-read-{table}")
                  for i, (table, columns) in enumerate(self.jobs)]
@@ -622,8 +622,8 @@ class ForkedReads:
         import pyarrow as pa
 
         try:
-            with pa.memory_map(str(self.file(i))) as fh:
-                return pa.ipc.open_file(fh).read_all()
+            with _open_ipc(self.file(i)) as reader:
+                return reader.read_all()
         except (OSError, pa.ArrowException):
             return None
 

@@ -1217,9 +1217,9 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
     # A small export's forked reader (cgprof.cache.prefetch) writes its entry as it reads;
     # else the entry is written table by table as the tables are read (src.spool), so the
     # Arrow copy of each is freed once its columns are numpy, not kept for a write at the end.
-    forked = (use_cache and isinstance(src, E.SqliteSource) and src.writes_entry()
-              and part is None and pid_filter is None)
-    pending = (C.begin(path, part) if use_cache and src.kind == "sqlite" and not forked
+    forked = (src if use_cache and isinstance(src, E.SqliteSource) and src.writes_entry()
+              and part is None and pid_filter is None else None)
+    pending = (C.begin(path, part) if use_cache and src.kind == "sqlite" and forked is None
                else None)
     src.keep_reads = False
     if pending is not None:
@@ -1235,8 +1235,8 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
             _checked(trace, path)
         else:
             _checked_part(trace, path, pid_filter.keep)
-        if forked and isinstance(src, E.SqliteSource):
-            C.commit_forked(path, src)
+        if forked is not None:
+            C.commit_forked(path, forked)
         if pending is not None:
             done, pending = pending, None
             C.write_frames(done, trace, _rebuild, src.tables, say)
