@@ -57,10 +57,15 @@ print(json.dumps({"tables": same, "folder_left": folder.exists()}))
 """
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_forked_reads_are_the_tables_the_threads_read(name):
+@pytest.mark.parametrize(("name", "threads"), [(n, None) for n in NAMES] + [
+    # from SORTED_SCAN_THREADS threads both copy the tables sorted by rowid (engine._select)
+    ("resnet18_train_eager", "4"), ("ddp_mlp_train_eager", "8")])
+def test_forked_reads_are_the_tables_the_threads_read(name, threads):
+    """The forked child copies each table into DuckDB and turns the copy into Arrow
+    (ForkedReads._child); the threads scan the file into Arrow: the same tables."""
+    env = _env(**({"CGPROF_THREADS": threads} if threads else {}))
     res = subprocess.run([sys.executable, "-c", _SAME_TABLES, str(TRACES / f"{name}.sqlite")],
-                         capture_output=True, text=True, env=_env(), timeout=240)
+                         capture_output=True, text=True, env=env, timeout=240)
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout)
     tables = got["tables"]
