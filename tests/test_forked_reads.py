@@ -58,7 +58,8 @@ print(json.dumps({"tables": same, "folder_left": folder.exists()}))
 
 
 @pytest.mark.parametrize(("name", "threads"), [(n, None) for n in NAMES] + [
-    # from SORTED_SCAN_THREADS threads both copy the tables sorted by rowid (engine._select)
+    # from SORTED_SCAN_THREADS threads both copy the tables sorted by rowid
+    # (SqliteSource._select)
     ("resnet18_train_eager", "4"), ("ddp_mlp_train_eager", "8")])
 def test_forked_reads_are_the_tables_the_threads_read(name, threads):
     """The forked child copies each table into DuckDB and turns the copy into Arrow

@@ -433,12 +433,8 @@ def _without_onednn() -> Iterator[None]:
             yield
 
 
+@_without_onednn()
 def test_channels_last_training_copies_in_without_changing_layout():
-    with _without_onednn():
-        _channels_last_training()
-
-
-def _channels_last_training() -> None:
     model, opt, _ = _train_parts("resnet18")
     model = model.to(memory_format=torch.channels_last)
     ref_model, ref_opt, _ = _train_parts("resnet18")
