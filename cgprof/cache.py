@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ from typing import Any
 
 from cgprof import engine as E
 from cgprof import schema as S
+from cgprof import scratch
 from cgprof.errors import CgprofError, TraceError
 
 #: Bump when the layout or the columns stored change: old entries are then ignored
@@ -53,6 +53,10 @@ from cgprof.errors import CgprofError, TraceError
 FORMAT_VERSION = 5
 PAGE_BYTES = 1 << 16
 MANIFEST = "manifest.json"
+#: The prefix of a folder being written in the cache folder (an entry before its commit, a
+#: run's spill): never served, removed by `cgprof cache clear`, and by a later run once the
+#: process that made it is gone (cgprof.scratch)
+PENDING = ".tmp-"
 PARQUET, ARROW = ".parquet", ".arrow"
 
 
@@ -528,17 +532,33 @@ def prefetch(path: str | os.PathLike[str]) -> None:
             for table, columns in cached.load_reads(info=True):  # as the load asks
                 cached.read_ahead(table, columns)
         elif path.suffix.lower() != ".nsys-rep":
-            src = E.open_sqlite_early(path)
-            if src is not None:
-                # the forked reader's files are the entry, where it reads (commit_forked)
-                pending = begin(path) if enabled() else None
-                if not src.read_ahead_early(None if pending is None else pending.tmp) and (
-                        pending is not None):
-                    pending.abort()
+            sqlite = E.open_sqlite_early(path)
+            if sqlite is not None:
+                _read_ahead_early(path, sqlite)
+            return
         if src is not None:
             E.keep_early(path, src)
     except Exception:  # the load reads it again, and says what is wrong
         return
+
+
+def _read_ahead_early(path: Path, src: E.SqliteSource) -> None:
+    """:func:`prefetch` of an SQLite export: its reads started (into a new cache entry when
+    the cache is on: the forked reader's files are the entry, :func:`commit_forked`) and
+    the source kept for the load. Raising (a signal's SystemExit, cgprof.scratch), it
+    leaves neither the source nor the entry's folder."""
+    pending: Pending | None = None
+    try:
+        pending = begin(path) if enabled() else None
+        if not src.read_ahead_early(None if pending is None else pending.tmp) and (
+                pending is not None):
+            pending.abort()
+        E.keep_early(path, src)
+    except BaseException:
+        src.close()
+        if pending is not None:
+            pending.abort()
+        raise
 
 
 #: Entries being written by a thread (:func:`write_later`), and whether a load may do so.
@@ -674,8 +694,7 @@ def begin(path: Path, part: str | None = None) -> Pending | None:
         entry = entry_dir(path, part)
         root = entry.parent
         root.mkdir(parents=True, exist_ok=True)
-        return Pending(path, Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=root)),
-                       part)
+        return Pending(path, scratch.folder(PENDING, root, f"{entry.name}-"), part)
     except OSError:
         return None
 
@@ -806,7 +825,7 @@ def export_report(report: Path, into: Path) -> Path:
 @contextlib.contextmanager
 def exported(report: Path) -> Any:
     """A temporary SQLite export of ``report``, removed afterwards."""
-    folder = Path(tempfile.mkdtemp(prefix="cgprof-export-"))
+    folder = scratch.folder("cgprof-export-")
     try:
         yield export_report(report, folder)
     finally:
@@ -848,26 +867,24 @@ def clear() -> int:
         return 0
     n = 0
     for entry in root.iterdir():
-        if entry.is_dir() and (len(entry.name) == 32 or entry.name.startswith(".tmp-")):
-            n += not entry.name.startswith(".tmp-")
+        if entry.is_dir() and (len(entry.name) == 32 or entry.name.startswith(PENDING)):
+            n += not entry.name.startswith(PENDING)
             shutil.rmtree(entry, ignore_errors=True)
     return n
 
 
 @contextlib.contextmanager
-def temp_folder(prefix: str) -> Iterator[Path]:
+def temp_folder(label: str) -> Iterator[Path]:
     """A temporary folder in the cache folder (in the system's temporary folder when the
     cache is off or cannot be made), removed at the end: where a run writes a trace's
     tables apart once for its ranks or chunks to read (cgprof.engine.Spill, TableSpill)."""
-    import tempfile
-
     folder: Path | None = None
     if enabled():
         with contextlib.suppress(OSError):  # (a cache that cannot be written: the system's)
             cache_dir().mkdir(parents=True, exist_ok=True)
-            folder = Path(tempfile.mkdtemp(prefix=prefix, dir=cache_dir()))
+            folder = scratch.folder(PENDING, cache_dir(), label)
     if folder is None:
-        folder = Path(tempfile.mkdtemp(prefix=prefix))
+        folder = scratch.folder("cgprof-tmp-", None, label)
     try:
         yield folder
     finally:

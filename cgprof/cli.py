@@ -75,6 +75,10 @@ class LazyGroup(click.Group):
         # standalone_mode=False returns to the caller instead of exiting
         cgprof.commands.ONE_SHOT = kwargs.get("standalone_mode", True) is not False
         own_argv = not args and kwargs.get("args") is None
+        if own_argv:
+            from cgprof.scratch import stop_on_signals
+
+            stop_on_signals()  # SIGTERM, SIGHUP: unwound as Ctrl-C is, scratch removed
         try:
             return super().__call__(*args, **kwargs)
         except SystemExit as exc:

@@ -547,27 +547,34 @@ class ForkedReads:
 
     def __init__(self, src: SqliteSource, jobs: list[tuple[str, list[str]]],
                  into: Path | None = None) -> None:
-        import tempfile
+        from cgprof import scratch
 
         self.jobs = jobs
         rows = [src._batch_rows(table) for table, _ in jobs]
         #: ``into``: an empty folder that becomes the trace's cache entry (the files are
         #: then LZ4-compressed: ResNet-18's 18.7 MB of columns take 5.1 MB), else a
         #: temporary folder of the system's
-        self.folder = into or Path(tempfile.mkdtemp(prefix=f"cgprof-reads-{os.getpid()}-"))
+        self.folder = into or scratch.folder("cgprof-reads-")
         self.into = into
         self.handed = False  # the folder given to the caller (:meth:`hand_over`)
         self.status: int | None = None
+        pid = -1
         try:
             pid = os.fork()
-        except OSError:
+            if pid:
+                self.pid = pid
+                return
+        except BaseException:  # no fork (OSError), or a signal's SystemExit (scratch)
+            if pid == 0:
+                os._exit(1)  # the child: never back into the caller's code
             import shutil
 
+            if pid > 0:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
-        if pid:
-            self.pid = pid
-            return
         code = 1
         try:
             null = os.open(os.devnull, os.O_RDWR)
@@ -1283,9 +1290,9 @@ def _duckdb_sqlite(path: Path, temp: Path) -> Any:
 def duckdb_temp() -> Path:
     """A new folder name for one DuckDB connection to spill into, in the system's temporary
     folder (made by DuckDB when it spills; removed when its source closes)."""
-    import tempfile
+    from cgprof import scratch
 
-    return Path(tempfile.gettempdir()) / f"cgprof-duckdb-{os.getpid()}-{next(_TEMPS)}"
+    return scratch.name("cgprof-duckdb-", next(_TEMPS))
 
 
 _TEMPS = itertools.count()

@@ -580,7 +580,7 @@ def _spilled(path: Any, pids: Sequence[int], progress: Any) -> Any:
     if len(todo) < 2 or not Path(path).is_file():
         yield None
         return
-    with C.temp_folder(".tmp-spill-") as folder:
+    with C.temp_folder("spill-") as folder:
         if progress is not None:
             progress("writing each process's rows apart")
         yield spill_processes(path, folder)

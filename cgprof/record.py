@@ -710,8 +710,9 @@ class Recorder:
     def _export_once(self, nsys: Path, rep: Path, sqlite_path: Path,
                      limited: bool) -> list[str] | None:
         """One export attempt. Returns None if a limited export produced an unusable file."""
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{sqlite_path.name}.", suffix=".sqlite",
-                                        dir=sqlite_path.parent)
+        from cgprof import scratch
+
+        fd, tmp_name = scratch.file(f".{sqlite_path.name}.", ".sqlite", sqlite_path.parent)
         os.close(fd)
         tmp = Path(tmp_name)
         argv = build_export_argv(nsys, rep, tmp, EXPORT_TABLES if limited else None)

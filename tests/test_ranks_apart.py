@@ -498,7 +498,7 @@ def test_a_rank_by_rank_run_scans_the_file_once(three, tmp_path, monkeypatch):
                                                      gap_limit=1000)]))
     big = [t for t, w in scans if t in (S.KERNEL, S.RUNTIME, S.NVTX) and "FALSE" not in w]
     assert big == [S.RUNTIME, S.NVTX]  # the other processes' read; the ranks read the spill
-    assert not list((tmp_path / "cache").glob(".tmp-spill-*"))  # removed
+    assert not list((tmp_path / "cache").glob(".tmp-*"))  # removed
     whole = "".join(render_chunks([analyze_ranks(load(three, cache=False), keep=False,
                                                  gap_limit=1000)]))
     assert doc == whole

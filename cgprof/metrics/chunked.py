@@ -218,7 +218,7 @@ def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
                 return
         finally:
             pending.abort()  # (nothing, once committed: the folder is the entry's now)
-    with C.temp_folder(".tmp-chunks-") as folder:
+    with C.temp_folder("chunks-") as folder:
         if progress is not None:
             progress("writing the trace's tables once for its chunks")
         yield T.spill_tables(path, folder / "tables"), nothing

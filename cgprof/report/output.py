@@ -7,6 +7,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from cgprof import scratch
 from cgprof.errors import CgprofError, OutputExistsError
 
 
@@ -58,7 +59,7 @@ def _write(path: Path, text: str | Iterable[str]) -> None:
                 fh.write(piece)
         return
     parent = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    fd, tmp = scratch.file(f".{path.name}.", ".tmp", parent)  # (a killed run's: swept)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             for piece in pieces:

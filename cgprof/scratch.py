@@ -1,0 +1,206 @@
+"""Scratch files and folders a run makes (the forked reader's tables, DuckDB's spill, a
+report's export, a cache entry being written, an output before its rename), named so that
+what a killed run left behind can be told apart and removed by a later one.
+
+A run stopped by a signal it can handle (SIGINT, SIGTERM, SIGHUP: :func:`stop_on_signals`)
+removes its own scratch on the way out. One that is killed outright (SIGKILL, the kernel's
+out-of-memory killer: big traces are where it strikes) cannot, so every name carries the
+host and the process id that made it (``PREFIX<host>.<pid>-...``), and the first time a run
+makes scratch in a folder it removes the entries of that prefix there that a process of
+this host made, that is gone, and that nothing has touched for :data:`STALE_AFTER_S`
+seconds (a process of another host, or of another pid namespace on this one, is left
+alone unless its entry is that old: by then a forked reader has long finished writing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+#: How long a dead process's scratch is left alone (seconds since it last changed).
+STALE_AFTER_S = 60.0
+
+_SWEPT: set[tuple[str, str]] = set()  # (folder, prefix) swept by this process
+
+
+@functools.lru_cache(maxsize=1)
+def _host() -> str:
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:40] or "host"
+
+
+def tag() -> str:
+    """``<host>.<pid>``: who made a scratch entry."""
+    return f"{_host()}.{os.getpid()}"
+
+
+def folder(prefix: str, parent: Path | None = None, label: str = "") -> Path:
+    """A new folder ``PREFIX<host>.<pid>-LABELXXXX`` in ``parent`` (the system's temporary
+    folder when None), after :func:`sweep` of that prefix there; :func:`made`."""
+    where = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+    sweep(where, prefix)
+    with _held():
+        return _made(Path(tempfile.mkdtemp(prefix=f"{prefix}{tag()}-{label}", dir=where)))
+
+
+def file(prefix: str, suffix: str, parent: Path) -> tuple[int, str]:
+    """``tempfile.mkstemp`` of a file ``PREFIX<host>.<pid>-XXXX SUFFIX`` in ``parent``, after
+    :func:`sweep` of that prefix there; :func:`made`."""
+    sweep(parent, prefix)
+    with _held():
+        fd, path = tempfile.mkstemp(prefix=f"{prefix}{tag()}-", suffix=suffix, dir=parent)
+        _made(Path(path))
+        return fd, path
+
+
+def name(prefix: str, n: int) -> Path:
+    """``PREFIX<host>.<pid>-N`` in the system's temporary folder, not made (DuckDB makes its
+    spill folder when it spills), after :func:`sweep` of that prefix there; :func:`made`."""
+    where = Path(tempfile.gettempdir())
+    sweep(where, prefix)
+    return _made(where / f"{prefix}{tag()}-{n}")
+
+
+#: (pid, path) of the scratch this process made (:func:`made`)
+_MADE: list[tuple[int, Path]] = []
+
+
+def _made(path: Path) -> Path:
+    """Note ``path`` as this process's scratch: whatever of it is still there when the
+    process exits is removed then (:func:`remove_left`). Each owner removes its scratch or
+    renames it into place (an entry's commit, an output's rename) when done; this is the
+    net under the moments a signal can land between a scratch's making and its owner
+    holding it."""
+    import atexit
+
+    if not _MADE:
+        atexit.register(remove_left)
+    _MADE.append((os.getpid(), path))
+    return path
+
+
+def remove_left() -> list[Path]:
+    """Remove the scratch this process made that is still there (:func:`_made`); the paths
+    removed. Run at exit (atexit: after the threads that are not daemons are done)."""
+    pid, gone = os.getpid(), []
+    for owner, path in _MADE:
+        if owner != pid or not os.path.lexists(path):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        gone.append(path)
+    _MADE[:] = [(o, p) for o, p in _MADE if o != pid]
+    return gone
+
+
+def sweep(where: Path, prefix: str, now: float | None = None) -> list[Path]:
+    """Remove what a process of this host that is gone left in ``where`` under ``prefix``
+    (see the module doc), once per process and (folder, prefix); the paths removed. Never
+    fatal: what cannot be listed or removed is left."""
+    key = (str(where), prefix)
+    if key in _SWEPT:
+        return []
+    _SWEPT.add(key)
+    return _sweep(where, prefix, time.time() if now is None else now)
+
+
+def _sweep(where: Path, prefix: str, now: float) -> list[Path]:
+    host = _host()
+    pattern = re.compile(re.escape(prefix) + r"(?P<host>[A-Za-z0-9_-]+)\.(?P<pid>\d+)-")
+    gone: list[Path] = []
+    try:
+        listing = list(os.scandir(where))
+    except OSError:
+        return gone
+    for entry in listing:
+        m = pattern.match(entry.name)
+        if m is None or m["host"] != host or _alive(int(m["pid"])):
+            continue
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime < STALE_AFTER_S:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            continue
+        gone.append(Path(entry.path))
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (one of another user counts)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: another user's; anything else: leave it be
+        return True
+    return True
+
+
+#: depth of :func:`_held` sections, and the signal that came in one (raised at its end)
+_HOLD: list[int | None] = [0, None]
+
+
+@contextlib.contextmanager
+def _held() -> Iterator[None]:
+    """A section a signal does not break into (a scratch's making and its noting): the
+    :func:`stop_on_signals` exit is raised at its end."""
+    _HOLD[0] = (_HOLD[0] or 0) + 1
+    try:
+        yield
+    finally:
+        _HOLD[0] = (_HOLD[0] or 1) - 1
+        came = _HOLD[1]
+        if not _HOLD[0] and came is not None:
+            _HOLD[1] = None
+            raise SystemExit(128 + came)
+
+
+def stop_on_signals() -> None:
+    """Make SIGTERM and SIGHUP stop this process the way Ctrl-C does: the exception
+    (SystemExit with the shell's status for the signal, 128 + its number) unwinds the
+    command, so its scratch is removed, a cache entry being written is finished or dropped,
+    an output not yet renamed into place is deleted; one line on stderr says why. A second
+    signal of either kind ends the process at once (the handlers are reset first). For the
+    process's own command line only (:class:`cgprof.cli.LazyGroup`)."""
+    import signal
+    import sys
+
+    kinds = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+             if s is not None]
+
+    def stop(signum: int, _frame: object) -> None:
+        for s in kinds:
+            signal.signal(s, signal.SIG_DFL)
+        try:
+            sys.stderr.write(f"cgprof: stopped by {signal.Signals(signum).name}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        if _HOLD[0]:
+            _HOLD[1] = signum  # raised as the section ends (_held)
+            return
+        raise SystemExit(128 + signum)
+
+    for s in kinds:
+        try:
+            if signal.getsignal(s) is signal.SIG_DFL:  # (an ignored SIGHUP stays ignored: nohup)
+                signal.signal(s, stop)
+        except (OSError, ValueError):  # not the main thread
+            return
