@@ -32,7 +32,9 @@ many rounds cgprof was faster, the median of the rounds' ratios); a cli_cached r
 cache entry (a miss, or an entry it could not read and replaced) is flagged CACHE MISS.
 Targets (issue 10): 1M trace: first <= 3 s and <= 800 MB, cached <= 1.5 s; 10M trace
 (>= 5M kernels): first <= 30 s and <= 4 GB; --vs-nsys: nsys stats / first >= 3x, nsys stats /
-cached >= 5x. Also prints `python -X importtime` of the analyze path. cgprof's own modules
+cached >= 5x. Also prints `python -X importtime` of the analyze path, and the host's speed
+in each round (`machine_probe`: a fresh interpreter's start, a 10^7-add Python loop, importing
+numpy + pyarrow + pandas), to read the figures of different days by. cgprof's own modules
 are compiled to `.pyc` before measuring, as an installed package is. Prints a table,
 PASS/FAIL per target and one JSON line; exits 1 if a target fails.
 """
@@ -288,9 +290,55 @@ def import_time(workdir: Path) -> dict[str, Any]:
     return {"import_s": total / 1e6, "largest": [f"{n} {c / 1e6:.2f} s" for c, n in top[:5]]}
 
 
+#: What :func:`machine_probe` times, each in a fresh process of this Python.
+PROBES = {
+    "python_start_s": "pass",
+    "loop_1e7_s": "s = 0\nfor i in range(10_000_000):\n    s += i",
+    "import_np_pa_pd_s": "import numpy, pyarrow, pandas",
+}
+
+
+def machine_probe(workdir: Path) -> dict[str, float]:
+    """How fast this host is right now, in the terms the cgprof figures depend on: a fresh
+    interpreter's start, a pure-Python loop of 10^7 additions, and importing numpy, pyarrow
+    and pandas (each a whole process, wall seconds). Taken once per round beside the
+    measurements: a shared host's speed moves from day to day (this 2-core machine's loop
+    took 0.96 s one day and 1.36 s the next), and a figure read against a target says more
+    with the host's speed of that moment beside it."""
+    out: dict[str, float] = {}
+    for key, code in PROBES.items():
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=workdir,
+                       stdout=subprocess.DEVNULL)
+        out[key] = round(time.perf_counter() - t0, 3)
+    return out
+
+
+def machine_summary(probes: list[dict[str, float]]) -> dict[str, Any]:
+    """The probes of every round: each figure's best and median, and the cores."""
+    out: dict[str, Any] = {"cores": os.cpu_count(), "rounds": len(probes)}
+    for key in PROBES:
+        values = [p[key] for p in probes if key in p]
+        if values:
+            out[key] = {"best": min(values), "median": statistics.median(values)}
+    return out
+
+
+def _machine_line(m: dict[str, Any]) -> str:
+    def fig(key: str, what: str) -> str:
+        v = m.get(key)
+        return f"{what} {v['best']:.2f} s (median {v['median']:.2f})" if v else f"{what} ?"
+
+    return (f"host speed ({m.get('cores')} cores; best of {m.get('rounds')} round(s), each a "
+            f"fresh process): {fig('python_start_s', 'python start')}, "
+            f"{fig('loop_1e7_s', '10^7-add loop')}, "
+            f"{fig('import_np_pa_pd_s', 'import numpy+pyarrow+pandas')}")
+
+
 def report(trace: dict[str, Any], results: dict[str, dict[str, Any]],
            imports: dict[str, Any],
-           vs_nsys: dict[str, float | None] | None = None) -> tuple[str, dict, bool]:
+           vs_nsys: dict[str, float | None] | None = None,
+           machine: dict[str, Any] | None = None) -> tuple[str, dict, bool]:
     big = (trace.get("kernels") or 0) >= BIG
     targets_for = TARGETS_10M if big else TARGETS_1M
     lines = [
@@ -317,6 +365,8 @@ def report(trace: dict[str, Any], results: dict[str, dict[str, Any]],
         )
     lines.append(f"import of the analyze path (-X importtime): {imports['import_s']:.2f} s; "
                  f"largest: {', '.join(imports['largest'][:3])}")
+    if machine:
+        lines.append(_machine_line(machine))
 
     def value(key: str) -> float | None:
         if key.endswith("_rss_mb"):
@@ -369,7 +419,8 @@ def report(trace: dict[str, Any], results: dict[str, dict[str, Any]],
             ratios["nsys_gaps_over_cli_first"] = gaps / mine
             lines.append(f"  nsys analyze gpu_gaps / cli_first: {gaps / mine:.2f}x (no target)")
     payload = {"trace": trace, "results": results, "imports": imports,
-               "targets": targets_for, "vs_nsys": ratios, "verdicts": verdicts}
+               "targets": targets_for, "vs_nsys": ratios, "verdicts": verdicts,
+               **({"machine": machine} if machine else {})}
     failed = any(v == "FAIL" for v in verdicts.values())
     return "\n".join(lines), payload, failed
 
@@ -445,12 +496,15 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["CGPROF_BENCH_ALL_GAPS"] = "1"
         modes = MODES + (NSYS_MODES if args.vs_nsys else ())
         runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
+        probes: list[dict[str, float]] = []
         for n in range(args.repeat):  # in rounds: a slow spell of a shared host hits every
-            for mode in modes:        # mode alike, not only the one measured at that moment
+            probes.append(machine_probe(workdir))  # mode alike, not only the one
+            for mode in modes:                      # measured at that moment
                 runs[mode].append(measure(mode, path, workdir))
             print(f"  measured round {n + 1} of {args.repeat}", file=sys.stderr, flush=True)
         results = {mode: _best(r) for mode, r in runs.items()}
-        text, payload, failed = report(trace, results, import_time(workdir), vs_nsys)
+        text, payload, failed = report(trace, results, import_time(workdir), vs_nsys,
+                                       machine_summary(probes))
         print(text)
         print(json.dumps(payload, sort_keys=True))
         if args.keep and args.trace is None:
