@@ -545,7 +545,7 @@ def prefetch(path: str | os.PathLike[str]) -> None:
 def _read_ahead_early(path: Path, src: E.SqliteSource) -> None:
     """:func:`prefetch` of an SQLite export: its reads started (into a new cache entry when
     the cache is on: the forked reader's files are the entry, :func:`commit_forked`) and
-    the source kept for the load. Raising (a signal's SystemExit, cgprof.scratch), it
+    the source kept for the load. Raising (Ctrl-C's KeyboardInterrupt, a failure), it
     leaves neither the source nor the entry's folder."""
     pending: Pending | None = None
     try:

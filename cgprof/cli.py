@@ -58,6 +58,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: The commands that stop at a checkpoint on SIGTERM and SIGHUP (cgprof.scratch); the others
+#: (`run`, `record`, which forwards them to nsys itself) keep the default.
+STOPPABLE = frozenset({"analyze", "cache", "check", "diff", "history"})
+
+
 class LazyGroup(click.Group):
     """A click group whose commands are imported on first use (click's documented pattern):
     ``cgprof analyze`` loads cgprof.commands.analyze, not ``run``'s runner configuration or
@@ -75,15 +80,46 @@ class LazyGroup(click.Group):
         # standalone_mode=False returns to the caller instead of exiting
         cgprof.commands.ONE_SHOT = kwargs.get("standalone_mode", True) is not False
         own_argv = not args and kwargs.get("args") is None
-        if own_argv:
+        from cgprof.scratch import stop_status
+
+        self.own_argv = own_argv
+        code: Any
+        try:
+            done = super().__call__(*args, **kwargs)
+        except SystemExit as exc:
+            if not own_argv:
+                raise
+            code = stop_status() or exc.code  # (a stop an except clause took for an error)
+        else:
+            if not own_argv or stop_status() is None:
+                return done
+            code = stop_status()  # stopped after its last checkpoint
+        if code is None or type(code) is int:
+            cgprof.commands.exit_now(code or 0)
+        raise SystemExit(code)
+
+    #: whether :meth:`__call__` runs the process's own command line
+    own_argv = False
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        """click's, and an analysing command of the process's own command line stops at its
+        next checkpoint on SIGTERM or SIGHUP (cgprof.scratch.stop_on_signals)."""
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if self.own_argv and name in STOPPABLE:
             from cgprof.scratch import stop_on_signals
 
-            stop_on_signals()  # SIGTERM, SIGHUP: unwound as Ctrl-C is, scratch removed
+            stop_on_signals()
+        return name, cmd, rest
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """The command, whose error is the stop where a signal stopped it first (an error on
+        the way out of a stop is not the command's failure)."""
         try:
-            return super().__call__(*args, **kwargs)
-        except SystemExit as exc:
-            if own_argv and (exc.code is None or type(exc.code) is int):
-                cgprof.commands.exit_now(exc.code or 0)
+            return super().invoke(ctx)
+        except Exception:
+            from cgprof.scratch import raise_if_stopped
+
+            raise_if_stopped()
             raise
 
     def list_commands(self, ctx: click.Context) -> list[str]:

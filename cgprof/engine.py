@@ -564,7 +564,7 @@ class ForkedReads:
             if pid:
                 self.pid = pid
                 return
-        except BaseException:  # no fork (OSError), or a signal's SystemExit (scratch)
+        except BaseException:  # no fork (OSError), Ctrl-C's KeyboardInterrupt, ...
             if pid == 0:
                 os._exit(1)  # the child: never back into the caller's code
             import shutil

@@ -33,6 +33,7 @@ from cgprof.ranks import (
     reduce_ranks,
     with_others,
 )
+from cgprof.scratch import checkpoint
 
 __all__ = ["analyze_file", "analyze_files", "expand_inputs", "default_jobs", "is_trace_dir",
            "DASK_ENV"]
@@ -214,7 +215,7 @@ def analyze_files(paths: Sequence[str | Path], step: str | None = None, skip: in
         raise CgprofError("no trace files to analyse")
     names = [str(Path(p).resolve()) if dask else str(p) for p in paths]
     kwargs = {"step": step, "skip": skip, "min_gap_us": min_gap_us}
-    say = progress or (lambda _msg: None)
+    say = checkpoint(progress)
     if dask:
         try:
             per_file = _run_dask(names, kwargs, dask, say)

@@ -2,14 +2,15 @@
 report's export, a cache entry being written, an output before its rename), named so that
 what a killed run left behind can be told apart and removed by a later one.
 
-A run stopped by a signal it can handle (SIGINT, SIGTERM, SIGHUP: :func:`stop_on_signals`)
-removes its own scratch on the way out. One that is killed outright (SIGKILL, the kernel's
-out-of-memory killer: big traces are where it strikes) cannot, so every name carries the
-host and the process id that made it (``PREFIX<host>.<pid>-...``), and the first time a run
-makes scratch in a folder it removes the entries of that prefix there that a process of
-this host made, that is gone, and that nothing has touched for :data:`STALE_AFTER_S`
-seconds (a process of another host, or of another pid namespace on this one, is left
-alone unless its entry is that old: by then a forked reader has long finished writing).
+A run stopped by Ctrl-C (KeyboardInterrupt), or by SIGTERM or SIGHUP
+(:func:`stop_on_signals`), removes its own scratch on the way out. One that is killed
+outright (SIGKILL, the kernel's out-of-memory killer: big traces are where it strikes)
+cannot, so every name carries the host and the process id that made it
+(``PREFIX<host>.<pid>-...``), and the first time a run makes scratch in a folder it removes
+the entries of that prefix there that a process of this host made, that is gone, and that
+nothing has touched for :data:`STALE_AFTER_S` seconds (a process of another host, or of
+another pid namespace on this one, is left alone unless its entry is that old: by then a
+forked reader has long finished writing).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 #: How long a dead process's scratch is left alone (seconds since it last changed).
@@ -44,32 +45,30 @@ def tag() -> str:
 
 def folder(prefix: str, parent: Path | None = None, label: str = "") -> Path:
     """A new folder ``PREFIX<host>.<pid>-LABELXXXX`` in ``parent`` (the system's temporary
-    folder when None), after :func:`sweep` of that prefix there; :func:`made`."""
+    folder when None), after :func:`sweep` of that prefix there; :func:`_made`."""
     where = Path(parent) if parent is not None else Path(tempfile.gettempdir())
     sweep(where, prefix)
-    with _held():
-        return _made(Path(tempfile.mkdtemp(prefix=f"{prefix}{tag()}-{label}", dir=where)))
+    return _made(Path(tempfile.mkdtemp(prefix=f"{prefix}{tag()}-{label}", dir=where)))
 
 
 def file(prefix: str, suffix: str, parent: Path) -> tuple[int, str]:
     """``tempfile.mkstemp`` of a file ``PREFIX<host>.<pid>-XXXX SUFFIX`` in ``parent``, after
-    :func:`sweep` of that prefix there; :func:`made`."""
+    :func:`sweep` of that prefix there; :func:`_made`."""
     sweep(parent, prefix)
-    with _held():
-        fd, path = tempfile.mkstemp(prefix=f"{prefix}{tag()}-", suffix=suffix, dir=parent)
-        _made(Path(path))
-        return fd, path
+    fd, path = tempfile.mkstemp(prefix=f"{prefix}{tag()}-", suffix=suffix, dir=parent)
+    _made(Path(path))
+    return fd, path
 
 
 def name(prefix: str, n: int) -> Path:
     """``PREFIX<host>.<pid>-N`` in the system's temporary folder, not made (DuckDB makes its
-    spill folder when it spills), after :func:`sweep` of that prefix there; :func:`made`."""
+    spill folder when it spills), after :func:`sweep` of that prefix there; :func:`_made`."""
     where = Path(tempfile.gettempdir())
     sweep(where, prefix)
     return _made(where / f"{prefix}{tag()}-{n}")
 
 
-#: (pid, path) of the scratch this process made (:func:`made`)
+#: (pid, path) of the scratch this process made (:func:`_made`)
 _MADE: list[tuple[int, Path]] = []
 
 
@@ -77,8 +76,8 @@ def _made(path: Path) -> Path:
     """Note ``path`` as this process's scratch: whatever of it is still there when the
     process exits is removed then (:func:`remove_left`). Each owner removes its scratch or
     renames it into place (an entry's commit, an output's rename) when done; this is the
-    net under the moments a signal can land between a scratch's making and its owner
-    holding it."""
+    net under a way out that misses it (an exception between a scratch's making and its
+    owner holding it)."""
     import atexit
 
     if not _MADE:
@@ -153,32 +152,36 @@ def _alive(pid: int) -> bool:
     return True
 
 
-#: depth of :func:`_held` sections, and the signal that came in one (raised at its end)
-_HOLD: list[int | None] = [0, None]
+#: the signal :func:`stop_on_signals` stopped this process for (empty: none)
+_STOPPED: list[int] = []
 
 
-@contextlib.contextmanager
-def _held() -> Iterator[None]:
-    """A section a signal does not break into (a scratch's making and its noting): the
-    :func:`stop_on_signals` exit is raised at its end."""
-    _HOLD[0] = (_HOLD[0] or 0) + 1
-    try:
-        yield
-    finally:
-        _HOLD[0] = (_HOLD[0] or 1) - 1
-        came = _HOLD[1]
-        if not _HOLD[0] and came is not None:
-            _HOLD[1] = None
-            raise SystemExit(128 + came)
+def stop_status() -> int | None:
+    """The exit status of a process a signal stopped (128 + its number), else None."""
+    return 128 + _STOPPED[0] if _STOPPED else None
+
+
+def raise_if_stopped() -> None:
+    """SystemExit with :func:`stop_status` when a signal stopped this process: the
+    checkpoint of :func:`stop_on_signals`."""
+    status = stop_status()
+    if status is not None:
+        raise SystemExit(status)
 
 
 def stop_on_signals() -> None:
-    """Make SIGTERM and SIGHUP stop this process the way Ctrl-C does: the exception
-    (SystemExit with the shell's status for the signal, 128 + its number) unwinds the
-    command, so its scratch is removed, a cache entry being written is finished or dropped,
-    an output not yet renamed into place is deleted; one line on stderr says why. A second
-    signal of either kind ends the process at once (the handlers are reset first). For the
-    process's own command line only (:class:`cgprof.cli.LazyGroup`)."""
+    """Make SIGTERM and SIGHUP stop this process's command the way a failure does, at the
+    next :func:`checkpoint` (each stage of a load or an analysis, the report's rendering,
+    an output's rename): SystemExit with the shell's status for the signal (128 + its
+    number) unwinds the command from a point of its own, so its scratch is removed, a
+    cache entry being written is finished or dropped, no output appears; one line on stderr
+    says why. The handler itself only notes the signal: an exception raised wherever a
+    signal lands can break what it lands in (an import's module lock, seen to hang every
+    thread of a run; a DuckDB query, which turns it into an error of its own). A second
+    signal of either kind ends the process at once (the handlers are reset first); an
+    ignored SIGHUP (nohup) stays ignored. For the analysing commands of the process's own
+    command line only (:class:`cgprof.cli.LazyGroup`): a long-running one (`serve`, `run`,
+    `record`, which forwards signals itself) keeps the default."""
     import signal
     import sys
 
@@ -186,6 +189,7 @@ def stop_on_signals() -> None:
              if s is not None]
 
     def stop(signum: int, _frame: object) -> None:
+        _STOPPED.append(signum)
         for s in kinds:
             signal.signal(s, signal.SIG_DFL)
         try:
@@ -193,14 +197,22 @@ def stop_on_signals() -> None:
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
-        if _HOLD[0]:
-            _HOLD[1] = signum  # raised as the section ends (_held)
-            return
-        raise SystemExit(128 + signum)
 
     for s in kinds:
         try:
-            if signal.getsignal(s) is signal.SIG_DFL:  # (an ignored SIGHUP stays ignored: nohup)
+            if signal.getsignal(s) is signal.SIG_DFL:
                 signal.signal(s, stop)
         except (OSError, ValueError):  # not the main thread
             return
+
+
+def checkpoint(progress: Callable[[str], None] | None = None) -> Callable[[str], None]:
+    """``progress`` (None: nothing) behind :func:`raise_if_stopped`: what a load or an
+    analysis calls at each of its stages, where a stop (:func:`stop_on_signals`) is
+    raised."""
+    def say(message: str) -> None:
+        raise_if_stopped()
+        if progress is not None:
+            progress(message)
+
+    return say

@@ -32,6 +32,7 @@ from cgprof import engine as E
 from cgprof import schema as S
 from cgprof import validate as V
 from cgprof.errors import TraceError
+from cgprof.scratch import checkpoint
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -962,7 +963,7 @@ def load(path: str | Path, progress: Progress | None = None, *,
     from cgprof import cache as C
 
     path = Path(path)
-    say = progress or (lambda _msg: None)
+    say = checkpoint(progress)
     use_cache = (C.enabled() if cache is None else cache) and path.is_file()
     trace, columns_only = _cached(path, None, say) if use_cache else (None, None)
     if trace is None:
@@ -1002,7 +1003,7 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
     from cgprof import cache as C
 
     path = Path(path)
-    say = progress or (lambda _msg: None)
+    say = checkpoint(progress)
     use_cache = (part is not None and (C.enabled() if cache is None else cache)
                  and path.is_file())
     trace, _ = _cached(path, part, say) if use_cache else (None, None)
@@ -1028,7 +1029,7 @@ def load_rows(path: str | Path, rows: E.RowRange, progress: Progress | None = No
     from cgprof import cache as C
 
     path = Path(path)
-    say = progress or (lambda _msg: None)
+    say = checkpoint(progress)
     hit = C.lookup(path, None) if C.enabled() and path.is_file() else None
     if hit is not None:
         hit.pid_filter = rows
@@ -1129,7 +1130,7 @@ def process_heads(path: str | Path, progress: Progress | None = None) -> Trace:
     activity rows: the GPU tables as their distinct (pid, device_id) pairs, the NVTX events
     whole (the rank markers), the GPUs. Its kernel and API-call counts are not the trace's."""
     path = Path(path)
-    say = progress or (lambda _msg: None)
+    say = checkpoint(progress)
     src = open_source(path)
     try:
         say("reading the processes")

@@ -159,6 +159,7 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
         # A multi-rank trace whose whole analysis would hold more than the memory cap is
         # read rank by rank (cgprof.ranks.analyze_ranks_apart), and not read ahead whole.
         from cgprof.engine import apart_wanted
+        from cgprof.scratch import raise_if_stopped
 
         over = {} if many else {p: apart_wanted(p) for p in traces}
         with heavy_imports():  # first: prefetch imports numpy (through pyarrow) too
@@ -201,6 +202,7 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
                         all_gaps=all_gaps, apart=apart))
                 finally:
                     _clear(say)
+        raise_if_stopped()  # (a signal's: no report)
         one = results[0]
         if html_out is not None and hasattr(one, "cross"):
             if rank is None:

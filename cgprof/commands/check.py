@@ -84,6 +84,7 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
     from cgprof.commands import heavy_imports
     from cgprof.engine import apart_wanted
     from cgprof.report.output import check_writable, write_atomic
+    from cgprof.scratch import raise_if_stopped
 
     with heavy_imports():  # first: the trace's tables are read while the analysis is imported
         if trace.is_file() and not apart_wanted(trace):  # (else read rank by rank or in chunks)
@@ -140,6 +141,7 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
             write_atomic(save_baseline, json.dumps(doc, sort_keys=True, indent=1) + "\n", force)
         result = C.evaluate_run(rules, run, base_run, source=str(trace),
                                 baseline_source=None if baseline is None else str(baseline))
+        raise_if_stopped()  # (a signal's: no report, no history row)
     except CgprofError as exc:
         raise ConfigProblem(str(exc)) from None
 

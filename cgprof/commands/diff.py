@@ -174,6 +174,7 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
     """
     from cgprof.commands import heavy_imports
     from cgprof.report.output import check_writable, write_atomic
+    from cgprof.scratch import raise_if_stopped
 
     with heavy_imports():
         from cgprof import metrics  # noqa: F401  (what every analysis runs)
@@ -224,6 +225,7 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
                                   "steady-state steps; -o, --steps and --mode compare two "
                                   "single-rank traces: pick one rank with --rank N")
             rd = diff_ranks(as_ranks(base), as_ranks(cand), labels=names)
+            raise_if_stopped()  # (a signal's: no report)
             if json_out == "-":
                 click.echo(diff_text.render_ranks_json(rd), nl=False)
             else:
@@ -239,6 +241,7 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             cand = None
             _give_back(late)
             result = compare(early.view(), late.view())
+        raise_if_stopped()  # (a signal's: no report)
         if json_out == "-":
             click.echo(diff_text.render_json(result), nl=False)
         else:

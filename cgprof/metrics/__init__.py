@@ -30,6 +30,7 @@ from cgprof.metrics.replays import ReplayResult, graph_replays
 from cgprof.metrics.steps import StepResult, classify_steps, compute_steps
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
 from cgprof.metrics.verdict import Verdict, verdict
+from cgprof.scratch import checkpoint
 from cgprof.trace import Trace, column, distinct_pids, load
 
 __all__ = ["AnalysisResult", "analyze"]
@@ -234,7 +235,7 @@ def analyze(
     cgprof.metrics.stepchoice). skip: leading steps to
     drop (warm-up). min_gap_us: gaps at or below this are not listed (still counted as idle).
     """
-    say_ = progress or (lambda _m: None)
+    say_ = checkpoint(progress)
     trace = trace_or_path if isinstance(trace_or_path, Trace) else load(trace_or_path, say_)
     # No malloc_trim between the stages (cgprof.engine.release_memory): each stage reuses the
     # heap the last one freed. Trimming there cost 10M kernels ~5 s of page faults (cached:

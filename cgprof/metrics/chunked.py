@@ -50,6 +50,7 @@ from cgprof.metrics.verdict import (
     verdict,
     verdict_partial,
 )
+from cgprof.scratch import checkpoint
 from cgprof.trace import constant_value, distinct_pids
 
 __all__ = ["Chunk", "plan", "cut_calls", "rows_of_corr"]
@@ -233,7 +234,7 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     from cgprof import schema as S
     from cgprof import trace as T
 
-    say = progress or (lambda _m: None)
+    say = checkpoint(progress)
 
     def load(rows: E.RowRange) -> T.Trace:
         return T.load_rows(path, rows, spill=spill)

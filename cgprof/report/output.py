@@ -68,6 +68,7 @@ def _write(path: Path, text: str | Iterable[str]) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
+        scratch.raise_if_stopped()  # no output appears after a stop (a signal's)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
