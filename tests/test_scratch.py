@@ -72,6 +72,19 @@ def _start_and_catch(trace: Path, out: Path, env: dict[str, str], tmp_path: Path
     return proc, []
 
 
+def _caught(trace: Path, out: Path, env: dict[str, str], tmp_path: Path
+            ) -> tuple[subprocess.Popen, list[Path]]:
+    """:func:`_start_and_catch` until a run is caught with its scratch (a run may end
+    before its scratch is seen: tried again, 5 times at most)."""
+    for _ in range(5):
+        proc, seen = _start_and_catch(trace, out, env, tmp_path)
+        if seen:
+            return proc, seen
+        proc.communicate(timeout=120)
+        out.unlink(missing_ok=True)
+    pytest.fail("no run was seen with its scratch in 5 tries")
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("cache", [False, True], ids=["no-cache", "cache"])
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
@@ -82,14 +95,7 @@ def test_a_signal_stops_analyze_cleanly(synth, tmp_path, cache, sig):
     env = _env(tmp_path, cache)
     out = tmp_path / "out.json"
     signum = getattr(signal, sig)
-    for _ in range(5):  # (a run may end before its scratch is seen: try again)
-        proc, seen = _start_and_catch(synth, out, env, tmp_path)
-        if seen:
-            break
-        proc.communicate(timeout=120)
-        out.unlink(missing_ok=True)
-    else:
-        pytest.fail("no run was seen with its scratch in 5 tries")
+    proc, seen = _caught(synth, out, env, tmp_path)
     proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signum, stderr.decode()
@@ -107,14 +113,7 @@ def test_what_a_killed_run_left_is_swept_by_the_next(synth, tmp_path, cache):
     An output's temporary file that a killed run left beside it goes too."""
     env = _env(tmp_path, cache)
     out = tmp_path / "out.json"
-    for _ in range(5):
-        proc, seen = _start_and_catch(synth, out, env, tmp_path)
-        if seen:
-            break
-        proc.communicate(timeout=120)
-        out.unlink(missing_ok=True)
-    else:
-        pytest.fail("no run was seen with its scratch in 5 tries")
+    proc, seen = _caught(synth, out, env, tmp_path)
     proc.kill()
     proc.communicate(timeout=120)
     left = _scratch(tmp_path)
