@@ -68,13 +68,17 @@ class LazyGroup(click.Group):
     ``cgprof analyze`` loads cgprof.commands.analyze, not ``run``'s runner configuration or
     ``check``'s rules; ``cgprof --help`` lists them from COMMANDS without importing any."""
 
+    #: whether :meth:`__call__` runs the process's own command line
+    own_argv = False
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The process's entry point (the console script, ``python -m cgprof``; click's test
         runner calls :meth:`main` instead): one command, then the process exits, so the
         command may freeze its imports (:func:`cgprof.commands.heavy_imports`). Run on the
         process's own command line (no ``args``), it ends the process without the
-        interpreter's teardown (:func:`cgprof.commands.exit_now`); a caller that passes
-        ``args`` gets click's SystemExit, as before."""
+        interpreter's teardown (:func:`cgprof.commands.exit_now`), with the exit status of
+        a signal that stopped it (cgprof.scratch.stop_status); a caller that passes ``args``
+        gets click's SystemExit, as before."""
         import cgprof.commands
 
         # standalone_mode=False returns to the caller instead of exiting
@@ -97,9 +101,6 @@ class LazyGroup(click.Group):
         if code is None or type(code) is int:
             cgprof.commands.exit_now(code or 0)
         raise SystemExit(code)
-
-    #: whether :meth:`__call__` runs the process's own command line
-    own_argv = False
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
         """click's, and an analysing command of the process's own command line stops at its

@@ -570,8 +570,10 @@ class ForkedReads:
             import shutil
 
             if pid > 0:
+                import signal
+
                 with contextlib.suppress(OSError):
-                    os.kill(pid, 9)
+                    os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
