@@ -83,19 +83,18 @@ class LazyGroup(click.Group):
 
         # standalone_mode=False returns to the caller instead of exiting
         cgprof.commands.ONE_SHOT = kwargs.get("standalone_mode", True) is not False
-        own_argv = not args and kwargs.get("args") is None
+        self.own_argv = not args and kwargs.get("args") is None
         from cgprof.scratch import stop_status
 
-        self.own_argv = own_argv
         code: Any
         try:
             done = super().__call__(*args, **kwargs)
         except SystemExit as exc:
-            if not own_argv:
+            if not self.own_argv:
                 raise
             code = stop_status() or exc.code  # (a stop an except clause took for an error)
         else:
-            if not own_argv or stop_status() is None:
+            if not self.own_argv or stop_status() is None:
                 return done
             code = stop_status()  # stopped after its last checkpoint
         if code is None or type(code) is int:

@@ -558,25 +558,16 @@ class ForkedReads:
         self.into = into
         self.handed = False  # the folder given to the caller (:meth:`hand_over`)
         self.status: int | None = None
-        pid = -1
         try:
             pid = os.fork()
-            if pid:
-                self.pid = pid
-                return
-        except BaseException:  # no fork (OSError), Ctrl-C's KeyboardInterrupt, ...
-            if pid == 0:
-                os._exit(1)  # the child: never back into the caller's code
+        except BaseException:  # no fork (OSError), or Ctrl-C's KeyboardInterrupt during it
             import shutil
 
-            if pid > 0:
-                import signal
-
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
+        if pid:
+            self.pid = pid
+            return
         code = 1
         try:
             null = os.open(os.devnull, os.O_RDWR)

@@ -180,8 +180,8 @@ def stop_on_signals() -> None:
     thread of a run; a DuckDB query, which turns it into an error of its own). A second
     signal of either kind ends the process at once (the handlers are reset first); an
     ignored SIGHUP (nohup) stays ignored. For the analysing commands of the process's own
-    command line only (:class:`cgprof.cli.LazyGroup`): a long-running one (`serve`, `run`,
-    `record`, which forwards signals itself) keeps the default."""
+    command line only (:class:`cgprof.cli.LazyGroup`): `run` (`run serve` included) and
+    `record` (which forwards signals itself) keep the default."""
     import signal
     import sys
 
