@@ -56,6 +56,14 @@ GAP_KINDS = ("in_replay", "sync_bound", "launch_bound", "input_copy", "between_r
 #: Histogram bin edges in microseconds (the last bin is open-ended).
 HIST_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000)
 
+#: Log-spaced bin edges of the gap-length histogram of a window of steps (cgprof.diff,
+#: :class:`GapBins`), microseconds: 4 bins per decade from 0.01 us (10 ns) to 1 s. Shorter
+#: gaps count in the first bin, longer ones in the last.
+GAP_BIN_EDGES_US: tuple[float, ...] = tuple(
+    float(f"{v:.6g}") for v in 10.0 ** np.arange(-2.0, 6.0001, 0.25))
+_GAP_BIN_EDGES = np.array(GAP_BIN_EDGES_US, dtype=np.float64)
+_GAP_BIN_EDGES.flags.writeable = False
+
 GAP_COLUMNS = ["device_id", "start_ns", "end_ns", "gap_ns", "kind", "prev_stream_id",
                "next_stream_id", "next_pid", "next_corr_id", "next_api"]
 
@@ -261,6 +269,7 @@ def measure_gaps_reduced(ops: pd.DataFrame, calls: pd.DataFrame,
                          window: tuple[int, int] | None, min_gap_ns: int = 0,
                          limit: int | None = None,
                          wait: tuple[np.ndarray, int, int] | None = None, tables: bool = True,
+                         bins: tuple[GapBins, ...] = (),
                          ) -> tuple[GapResult | None, np.ndarray | None]:
     """``gpu_gaps(ops, calls, window).above(min_gap_ns).longest(limit)`` (what a report
     reads: :meth:`cgprof.metrics.AnalysisResult.light`), and with ``wait`` = (table, lo,
@@ -269,7 +278,8 @@ def measure_gaps_reduced(ops: pd.DataFrame, calls: pd.DataFrame,
     measurement's table; ``table[corr_id - lo]`` is the step of a correlation id's call, -1
     none, as :func:`cgprof.metrics.steps._dense_steps` makes it, for the one process of
     ``ops`` and ``calls``); else None. ``tables=False``: the wait only (no GapResult: the
-    steps' span when the report's window is another).
+    steps' span when the report's window is another). ``bins``: :class:`GapBins` that the
+    listed gaps, the window's edges left out, are added to (:attr:`GapAsk.bins`).
 
     Where the chunked sweep applies (:class:`_Chunked`: from CHUNKED_MIN_OPS ops) the gap
     table is never made: :class:`_GapSummary` keeps every gap's length and kind and the
@@ -284,12 +294,14 @@ def measure_gaps_reduced(ops: pd.DataFrame, calls: pd.DataFrame,
         if tables:  # before the sweep, as measure_gaps
             streams = _stream_table_swept(live)
             streams = _stream_table(live) if streams is None else streams
+        mine = _fresh_bins(bins)
         make = functools.partial(_GapSummary, min_gap_ns=min_gap_ns, limit=limit or 0,
-                                 wait=wait, keep=tables)
+                                 wait=wait, keep=tables, bins=mine)
         run = chunked.run(window, make)
         del chunked
         if run is not None:
             del live
+            _commit_bins(bins, mine)
             out, n, edges, busy = run
             del run
             assert isinstance(out, _GapSummary)
@@ -297,21 +309,116 @@ def measure_gaps_reduced(ops: pd.DataFrame, calls: pd.DataFrame,
             return result, out.wait_ns
     del live
     measured = measure_gaps(ops, calls, window=window, streams=tables)
+    _table_bins(bins, measured.gaps, min_gap_ns)
     per = launch_wait_of(measured.gaps, *wait) if wait is not None else None
     result = measured.result(min_gap_ns).longest(limit) if tables else None
     return result, per
 
 
+def extent_positions(starts: np.ndarray, ext_cummax: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Window position of the step whose extent holds each time ``t`` (-1 outside every
+    extent): ``starts`` the window steps' host starts (ascending), ``ext_cummax`` the running
+    max of their extents' ends (``np.maximum.accumulate(extent_end_ns)``). A time belongs
+    to the last step starting at or before it, while it is before that step's running max
+    (an extent reaching past later steps' starts covers the stretch up to its end)."""
+    t = np.asarray(t)
+    if not len(starts):
+        return np.full(t.shape, -1, dtype=np.intp)
+    j = np.searchsorted(starts, t, "right") - 1
+    ok = j >= 0
+    jj = np.where(ok, j, 0)
+    ok &= t < ext_cummax[jj]
+    return np.where(ok, j, -1)
+
+
+def bin_gaps(gap_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Gap lengths ``gap_ns`` (int64 ns) binned on GAP_BIN_EDGES_US: per bin the count and
+    the exact int64 sum of the lengths (int64[bins] each). A length's bin is the last edge
+    at or below its float64 microseconds, clipped to the first and last bin."""
+    nb = len(GAP_BIN_EDGES_US) - 1
+    v = np.asarray(gap_ns, dtype=np.int64)
+    b = np.searchsorted(_GAP_BIN_EDGES, v.astype(np.float64) / 1000.0, "right") - 1
+    np.clip(b, 0, nb - 1, out=b)
+    return counts_by_code(b, nb), sums_by_code(b, v, nb)
+
+
+class GapBins:
+    """The histogram (:func:`bin_gaps`) of the gaps whose start lies in a window of steps'
+    extents (:func:`extent_positions` of ``starts`` and ``ext_cummax``), summed a batch of
+    gaps at a time (:meth:`add`) into ``count`` and ``total_ns`` (int64 per bin, zeros at
+    first): cgprof.diff's histogram of a view, without a table of every gap
+    (:attr:`GapAsk.bins`)."""
+
+    def __init__(self, starts: np.ndarray, ext_cummax: np.ndarray):
+        self.starts = np.asarray(starts, dtype=np.int64)
+        self.ext_cummax = np.asarray(ext_cummax, dtype=np.int64)
+        if self.starts.shape != self.ext_cummax.shape or self.starts.ndim != 1:
+            raise ValueError("starts and ext_cummax: one value per step each")
+        nb = len(GAP_BIN_EDGES_US) - 1
+        self.count = np.zeros(nb, dtype=np.int64)
+        self.total_ns = np.zeros(nb, dtype=np.int64)
+
+    def add(self, start_ns: np.ndarray, gap_ns: np.ndarray) -> None:
+        """Count the gaps starting at ``start_ns`` of lengths ``gap_ns`` (int64 ns) whose
+        start lies in an extent (the others are left out), a chunk at a time."""
+        for a in range(0, len(start_ns), _HIST_CHUNK):
+            g = gap_ns[a:a + _HIST_CHUNK]
+            inside = extent_positions(self.starts, self.ext_cummax,
+                                      start_ns[a:a + _HIST_CHUNK]) >= 0
+            if not inside.any():
+                continue
+            count, total = bin_gaps(g if inside.all() else g[inside])
+            self.count += count
+            self.total_ns += total
+
+    def frame(self) -> pd.DataFrame:
+        """bin_lo_us bin_hi_us (float64) count total_ns (int64), a row per bin."""
+        return pd.DataFrame({"bin_lo_us": _GAP_BIN_EDGES[:-1].copy(),
+                             "bin_hi_us": _GAP_BIN_EDGES[1:].copy(),
+                             "count": self.count.copy(), "total_ns": self.total_ns.copy()})
+
+
+def _fresh_bins(bins: tuple[GapBins, ...]) -> tuple[GapBins, ...]:
+    """Empty bins of the same extents: what a sweep fills, handed over only where it
+    finishes (:func:`_commit_bins`; a sweep given up leaves ``bins`` as they were)."""
+    return tuple(GapBins(b.starts, b.ext_cummax) for b in bins)
+
+
+def _commit_bins(bins: tuple[GapBins, ...], got: tuple[GapBins, ...]) -> None:
+    """Add the counts of ``got`` (:func:`_fresh_bins` of ``bins``) into ``bins``."""
+    for b, g in zip(bins, got, strict=True):
+        b.count += g.count
+        b.total_ns += g.total_ns
+
+
+def _table_bins(bins: tuple[GapBins, ...], gaps: pd.DataFrame, min_gap_ns: int) -> None:
+    """Add to ``bins`` the gaps of table ``gaps`` (GAP_COLUMNS) longer than ``min_gap_ns``,
+    window-edge gaps left out."""
+    if not bins or not len(gaps):
+        return
+    ns = gaps["gap_ns"].to_numpy(dtype=np.int64)
+    rows = np.flatnonzero((ns > min_gap_ns) & (gaps["kind"] != "window_edge").to_numpy(
+        dtype=bool))
+    start, ns = gaps["start_ns"].to_numpy(dtype=np.int64)[rows], ns[rows]
+    for b in bins:
+        b.add(start, ns)
+
+
 @dataclass(frozen=True)
 class GapAsk:
     """One measurement of :func:`measure_gaps_sliced_each`: the arguments of
-    :func:`measure_gaps_reduced` but for the ops and calls."""
+    :func:`measure_gaps_reduced` but for the ops and calls.
+
+    ``bins``: :class:`GapBins` to add the measurement's gaps to (filled in place, whichever
+    path measures them): its gaps longer than ``min_gap_ns``, window-edge gaps left out,
+    as ``measure_gaps(ops, calls, window).listed(min_gap_ns)`` lists them."""
 
     window: tuple[int, int] | None
     min_gap_ns: int = 0
     limit: int | None = None
     wait: tuple[np.ndarray, int, int] | None = None
     tables: bool = True
+    bins: tuple[GapBins, ...] = ()
 
 
 def measure_gaps_sliced(slices: Callable[[], Iterable[pd.DataFrame]], calls: pd.DataFrame,
@@ -358,7 +465,10 @@ def measure_gaps_sliced_each(slices: Callable[[], Iterable[pd.DataFrame]], calls
                              ) -> list[tuple[GapResult | None, np.ndarray | None]]:
     """:func:`measure_gaps_sliced` of each of ``asks`` (e.g. the steps' span for the waits,
     the report's window for the tables), from one read of the slices (and one more for
-    those that fall back after their sweep began); the calls' lookups made once."""
+    those that fall back after their sweep began); the calls' lookups made once. An ask's
+    ``bins`` are filled by the path that measures it: by its sweep, a chunk of gaps at a
+    time (into fresh bins, added to the ask's only once the sweep finishes), or by its
+    fallback, from the gap table that :func:`measure_gaps_reduced` measures there."""
     join = concat if concat is not None else _concat_ops
     shared = _SliceShared(calls)
     runs = [_SlicedRun(ask, shared) for ask in asks]
@@ -1136,9 +1246,10 @@ class _GapSummary(_GapColumns):
     every gap's length and kind (the device table's quantiles, the per-kind table and the
     histogram come from these alone), the ``limit`` longest gaps longer than ``min_gap_ns``
     whole (what :meth:`GapResult.longest` keeps of the listed gaps), and, given ``wait``
-    (table, lo, steps), the launch wait per step (:func:`add_launch_wait`). ``keep=False``:
-    only the wait. The fill writes each chunk into chunk-long columns (:meth:`slots`),
-    taken in by :meth:`done`.
+    (table, lo, steps), the launch wait per step (:func:`add_launch_wait`), and given
+    ``bins``, the listed inner gaps added to them (:meth:`GapBins.add`; the window's edges
+    are left out). ``keep=False``: only the wait and the bins. The fill writes each chunk
+    into chunk-long columns (:meth:`slots`), taken in by :meth:`done`.
 
     The trick for the longest gaps: :func:`longest_gaps`' order, longest first and ties to
     the earlier row, is an order on (length, row), so the longest of the longest of each
@@ -1148,9 +1259,10 @@ class _GapSummary(_GapColumns):
 
     def __init__(self, n: int, api_categories: list[str], device: int | None = None,
                  pid: int | None = None, *, min_gap_ns: int = 0, limit: int = 0,
-                 wait: tuple[np.ndarray, int, int] | None = None, keep: bool = True):
+                 wait: tuple[np.ndarray, int, int] | None = None, keep: bool = True,
+                 bins: tuple[GapBins, ...] = ()):
         self.api_categories = api_categories
-        self.pid, self.keep = pid, keep
+        self.pid, self.keep, self.bins = pid, keep, bins
         self.min_gap_ns, self.limit = min_gap_ns, limit
         # Kept for every gap (np.empty: only the rows written are faulted in); the device
         # column as :class:`_GapColumns`' (filled by :meth:`_Chunked.run`).
@@ -1188,6 +1300,12 @@ class _GapSummary(_GapColumns):
             rows = np.flatnonzero(kind == GAP_KINDS.index("launch_bound"))
             assert self.table is not None  # set with wait_ns
             add_launch_wait(self.wait_ns, self.next_corr[rows], gap[rows], self.table, self.lo)
+        if self.bins:  # the inner gaps (no edge comes here) longer than min_gap_ns
+            start = self.start[:k]
+            listed = gap > self.min_gap_ns
+            every = bool(listed.all())
+            for b in self.bins:
+                b.add(start if every else start[listed], gap if every else gap[listed])
         if not self.keep:
             return
         self._keep(at, gap, kind)
@@ -1279,9 +1397,10 @@ class _SlicedSummary(_GapSummary):
     kept per key in the chunks they come in, placed by :meth:`_SliceSweep.finish`."""
 
     def __init__(self, api_categories: list[str], pid: int, *, min_gap_ns: int, limit: int,
-                 wait: tuple[np.ndarray, int, int] | None, keep: bool):
+                 wait: tuple[np.ndarray, int, int] | None, keep: bool,
+                 bins: tuple[GapBins, ...] = ()):
         super().__init__(0, api_categories, pid=pid, min_gap_ns=min_gap_ns, limit=limit,
-                         wait=wait, keep=keep)
+                         wait=wait, keep=keep, bins=bins)
         self.kept: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
 
     def _keep(self, at: int, gap: np.ndarray, kind: np.ndarray) -> None:
@@ -1474,7 +1593,7 @@ class _SlicedRun:
         del held
         a = self.ask
         return measure_gaps_reduced(ops, calls, a.window, a.min_gap_ns, a.limit, a.wait,
-                                    a.tables)
+                                    a.tables, a.bins)
 
 
 class _SliceSweep:
@@ -1488,9 +1607,10 @@ class _SliceSweep:
     def __init__(self, ask: GapAsk, shared: _SliceShared):
         assert shared.pid is not None  # (_SlicedRun.may_sweep)
         self.ask, self.shared, self.pid = ask, shared, shared.pid
+        self.bins = _fresh_bins(ask.bins)  # into ask.bins once finished (a fallback: never)
         self.out: _SlicedSummary | None = _SlicedSummary(
             shared.classify().api_categories, self.pid, min_gap_ns=ask.min_gap_ns,
-            limit=ask.limit or 0, wait=ask.wait, keep=ask.tables)
+            limit=ask.limit or 0, wait=ask.wait, keep=ask.tables, bins=self.bins)
         self.devices = _Carry(held=True)
         self.streams = _Carry() if ask.tables else None
         self.cursor: list[int] = []  # per device code: its gaps so far
@@ -1574,6 +1694,7 @@ class _SliceSweep:
         layout = _Layout.of(busy, lead, window)
         if not layout.count.sum():
             return None
+        _commit_bins(ask.bins, self.bins)
         if not ask.tables:
             return None, sink.wait_ns
         out = _GapSummary(layout.n, sink.api_categories,
