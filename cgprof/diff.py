@@ -27,6 +27,7 @@ import functools
 import sys
 import types
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -36,8 +37,10 @@ import pandas as pd
 from cgprof.errors import AnalysisError, CgprofError
 from cgprof.metrics import AnalysisResult
 from cgprof.metrics.coverage import call_steps_of, step_positions
+from cgprof.metrics.gaps import GAP_BIN_EDGES_US, bin_gaps, extent_positions
 from cgprof.metrics.intervals import counts_by_code, sums_by_code
 from cgprof.metrics.launches import FAMILIES, api_calls
+from cgprof.metrics.windows import WindowTotals, name_totals
 from cgprof.trace import Trace, column
 
 __all__ = [
@@ -51,11 +54,6 @@ DIFF_SCHEMA_VERSION = 1
 #: A kernel is "slower" in the candidate when its average duration is more than this many times
 #: the baseline's ("faster" below the inverse).
 SLOWER_RATIO = 1.5
-
-#: Log-spaced bin edges of the gap-length histogram, microseconds: 4 bins per decade from
-#: 0.01 us (10 ns) to 1 s. Shorter gaps count in the first bin, longer ones in the last.
-GAP_BIN_EDGES_US: tuple[float, ...] = tuple(
-    float(f"{v:.6g}") for v in 10.0 ** np.arange(-2.0, 6.0001, 0.25))
 
 STEP_VIEW_COLUMNS = ["i", "step", "mode", "start_ns", "end_ns", "extent_end_ns", "effective_ns",
                      "dur_ns", "launch_calls", "api_calls", "kernels", "gpu_ops", "gpu_busy_ns",
@@ -322,9 +320,17 @@ def _p50(values: Any) -> float | None:
 
 
 def _window_steps(result: AnalysisResult, label: str, steps: slice | None, mode: str | None):
-    st = result.steps.steps
+    return _window_of(result.steps.steps, result.info["path"], label, steps, mode)
+
+
+def _window_of(table: pd.DataFrame, path: Any, label: str, steps: slice | None,
+               mode: str | None):
+    """The rows of the step table ``table`` (of the trace at ``path``) a view of ``label``
+    shows (:func:`view`), the slice's first and stop positions, the steps available and
+    those the default filter left out."""
+    st = table
     if st.empty:
-        raise AnalysisError(f"{label} ({result.info['path']}): no steps to compare")
+        raise AnalysisError(f"{label} ({path}): no steps to compare")
     left_out = 0
     if mode is None:
         steady = st[st["mode"].isin(STEADY_MODES)]
@@ -334,9 +340,8 @@ def _window_steps(result: AnalysisResult, label: str, steps: slice | None, mode:
     elif mode != "all":
         st = st[st["mode"] == mode]
         if st.empty:
-            have = ", ".join(sorted(set(result.steps.steps["mode"]))) or "none"
-            raise AnalysisError(
-                f"{label} ({result.info['path']}): no {mode} steps (step modes here: {have})")
+            have = ", ".join(sorted(set(table["mode"]))) or "none"
+            raise AnalysisError(f"{label} ({path}): no {mode} steps (step modes here: {have})")
     total = len(st)
     first, stop, _ = (steps or slice(None)).indices(total)
     sel = st.iloc[first:stop]
@@ -344,7 +349,7 @@ def _window_steps(result: AnalysisResult, label: str, steps: slice | None, mode:
         what = (f"{mode} steps" if mode and mode != "all" else
                 "steady-state steps" if left_out else "steps")
         raise AnalysisError(
-            f"{label} ({result.info['path']}): --steps {_fmt_slice(steps)} selects no steps; "
+            f"{label} ({path}): --steps {_fmt_slice(steps)} selects no steps; "
             f"it has {total} {what} (positions 0-{total - 1})")
     return sel.reset_index(drop=True), first, first + len(sel), total, left_out
 
@@ -353,15 +358,6 @@ def _fmt_slice(s: slice | None) -> str:
     if s is None:
         return ":"
     return f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
-
-
-def _assign(starts: np.ndarray, ext_cummax: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Window position of the step whose extent holds each time t (-1 outside every extent)."""
-    j = np.searchsorted(starts, t, "right") - 1
-    ok = j >= 0
-    jj = np.where(ok, j, 0)
-    ok &= t < ext_cummax[jj]
-    return np.where(ok, j, -1)
 
 
 #: (id of the object, what) -> (a weak reference to the object, the value made of it).
@@ -448,36 +444,40 @@ def view(
     step_ids = st["step"].to_numpy(np.int64)
     pos_of_step = pd.Series(np.arange(len(st), dtype=np.int64), index=step_ids)
 
-    # Gaps whose start lies in the union of the window steps' extents.
-    starts = st["start_ns"].to_numpy(np.int64)
-    ext_cummax = np.maximum.accumulate(st["extent_end_ns"].to_numpy(np.int64))
-    wgaps = _WindowGaps(result.step_gaps, starts, ext_cummax, step_ids)
-
-    # Each frame's rows whose (pid, corr_id) is a window step's call, with that step: what
-    # an inner merge with the window's call_steps gives (call_steps holds each pair once),
-    # without factorising its every row for each frame (10M kernels: GBs and seconds).
-    rep = _launched_in(result, "replays", result.replays.replays, step_ids)
-    rep = rep.sort_values("replay", kind="stable").reset_index(drop=True)
-    rep["i"] = pos_of_step.reindex(rep["step"].to_numpy()).to_numpy(np.int64)
-
     hidden = st["kernels"].isna().to_numpy(dtype=bool)
     visible_steps = step_ids[~hidden]
-    kernels = result.trace.stored("kernels")  # dur_ns made below, for the table only
-    kern = _step_rows(_steps_of(result, "kernels", kernels), visible_steps)
-    kt = _kernel_table(kernels["name"], _series(column(kernels, "dur_ns")), kern,
-                       len(visible_steps))
-
-    calls = cached_api_calls(result.trace)
-    rows = _step_rows(_steps_of(result, "calls", calls), step_ids)
-    rows &= ~calls["in_capture"].to_numpy(dtype=bool)
-    fam_rows = []
-    for f, n_calls, host_ns in _per_family(calls["family"], _series(column(calls, "dur_ns")),
-                                           rows):
-        fam_rows.append({"family": f, "calls": n_calls, "calls_per_step": n_calls / len(st),
-                         "host_ns": host_ns})
-    families = pd.DataFrame(fam_rows, columns=["family", "calls", "calls_per_step", "host_ns"])
-
-    hist = wgaps.histogram()
+    wgaps: _WindowGaps | None = None
+    if result.trace is None:  # a chunked analysis: the totals it gathered for this window
+        totals = _totals_of(result, label, step_ids)
+        rep = totals.replays
+        kt = _finish_kernels(totals.kernels, len(visible_steps))
+        per_family = totals.families
+        hist = totals.gap_hist.copy()
+    else:
+        # Gaps whose start lies in the union of the window steps' extents.
+        starts = st["start_ns"].to_numpy(np.int64)
+        ext_cummax = np.maximum.accumulate(st["extent_end_ns"].to_numpy(np.int64))
+        wgaps = _WindowGaps(result.step_gaps, starts, ext_cummax, step_ids)
+        # Each frame's rows whose (pid, corr_id) is a window step's call, with that step:
+        # what an inner merge with the window's call_steps gives (call_steps holds each pair
+        # once), without factorising its every row for each frame (10M kernels: GBs and
+        # seconds).
+        rep = _launched_in(result, "replays", result.replays.replays, step_ids)
+        kernels = result.trace.stored("kernels")  # dur_ns made below, for the table only
+        kern = _step_rows(_steps_of(result, "kernels", kernels), visible_steps)
+        kt = _kernel_table(kernels["name"], _series(column(kernels, "dur_ns")), kern,
+                           len(visible_steps))
+        calls = cached_api_calls(result.trace)
+        rows = _step_rows(_steps_of(result, "calls", calls), step_ids)
+        rows &= ~calls["in_capture"].to_numpy(dtype=bool)
+        per_family = _per_family(calls["family"], _series(column(calls, "dur_ns")), rows)
+        hist = wgaps.histogram()
+    rep = rep.sort_values("replay", kind="stable").reset_index(drop=True)
+    rep["i"] = pos_of_step.reindex(rep["step"].to_numpy()).to_numpy(np.int64)
+    families = pd.DataFrame(
+        [{"family": f, "calls": n_calls, "calls_per_step": n_calls / len(st), "host_ns": host_ns}
+         for f, n_calls, host_ns in per_family],
+        columns=["family", "calls", "calls_per_step", "host_ns"])
 
     comp = rep["compactness"].astype("Float64").dropna() if len(rep) else pd.Series([])
     modes = sorted(set(st["mode"]))
@@ -503,6 +503,36 @@ def view(
                    total_steps=total, window_gaps=wgaps, replays=rep, families=families, kernels=kt,
                    hidden_steps=int(hidden.sum()), gap_hist=hist, headline=headline,
                    left_out=left_out)
+
+
+def _totals_of(result: AnalysisResult, label: str, step_ids: np.ndarray) -> WindowTotals:
+    """The totals a chunked analysis (no trace kept) gathered for the window of ``step_ids``
+    (cgprof.metrics.chunked.analyze_path's ``windows``: :func:`window_asker`)."""
+    for totals in result.windows:
+        if np.array_equal(totals.steps, step_ids):
+            return cast(WindowTotals, totals)
+    raise CgprofError(f"{label} ({result.info['path']}): analysed in chunks without this "
+                      f"window of steps' totals (steps {int(step_ids[0])}-"
+                      f"{int(step_ids[-1])}): analyse it with the windows a view will show")
+
+
+def window_asker(path: Any, runs: list[tuple[str, slice | None, str | None]]
+                 ) -> Callable[[pd.DataFrame], list[np.ndarray]]:
+    """What a chunked analysis of the trace at ``path`` (cgprof.metrics.chunked.analyze_path's
+    ``windows``) is to gather totals for: the windows of the views ``runs`` (label, steps,
+    mode) of :func:`view`, given its step table. A window that selects no steps gathers
+    nothing: its view raises the error, where a whole analysis's does."""
+    def windows(table: pd.DataFrame) -> list[np.ndarray]:
+        out = []
+        for label, steps, mode in runs:
+            try:
+                sel = _window_of(table, path, label, steps, mode)[0]
+            except CgprofError:
+                sel = table.iloc[0:0]
+            out.append(sel["step"].to_numpy(np.int64))
+        return out
+
+    return windows
 
 
 def _series(a: np.ndarray) -> pd.Series:
@@ -535,33 +565,13 @@ def _steps_of(result: AnalysisResult, name: str, df: pd.DataFrame) -> np.ndarray
 def _kernel_table(names: pd.Series, dur: pd.Series, rows: np.ndarray,
                   n_steps: int) -> pd.DataFrame:
     """Per kernel name of the rows marked: name, instances, per_step (over ``n_steps``),
-    total_ns, avg_ns, longest total first (ties: by name). Categorical names are summed
-    through their codes: no frame of the rows (10M kernels: a GB, seconds)."""
-    if not rows.any():
-        return pd.DataFrame({"name": pd.Series(dtype=object),
-                             "instances": pd.Series(dtype="int64"),
-                             "per_step": pd.Series(dtype="float64"),
-                             "total_ns": pd.Series(dtype="int64"),
-                             "avg_ns": pd.Series(dtype="float64")})
-    if isinstance(names.dtype, pd.CategoricalDtype) and dur.dtype == np.int64:
-        codes = names.cat.codes.to_numpy()[rows]
-        values = dur.to_numpy()[rows]
-        known = codes >= 0  # a kernel without a name is in no group
-        if not known.all():
-            codes, values = codes[known], values[known]
-        n = len(names.cat.categories)
-        count = counts_by_code(codes, n)
-        used = np.flatnonzero(count)
-        kt = pd.DataFrame({"name": names.cat.categories[used],
-                           "instances": count[used].astype(np.int64),
-                           "total_ns": sums_by_code(codes, values, n)[used]})
-    else:
-        g = pd.DataFrame({"name": names[rows], "dur_ns": dur[rows]}).groupby(
-            "name", sort=False, observed=True)["dur_ns"]
-        kt = g.agg(["size", "sum"]).reset_index()
-        kt.columns = ["name", "instances", "total_ns"]
-    kt["name"] = kt["name"].astype(str)
-    kt = kt.groupby("name", sort=True, as_index=False).sum()  # categories may repeat
+    total_ns, avg_ns, longest total first (ties: by name)."""
+    return _finish_kernels(name_totals(names, dur, rows), n_steps)
+
+
+def _finish_kernels(kt: pd.DataFrame, n_steps: int) -> pd.DataFrame:
+    """:func:`_kernel_table` of a table of name, instances, total_ns (by name)."""
+    kt = kt.copy()
     kt["per_step"] = kt["instances"] / n_steps
     kt["avg_ns"] = kt["total_ns"] / kt["instances"]
     kt = kt.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
@@ -609,8 +619,9 @@ class _Facts:
 @dataclass(frozen=True, eq=False)
 class _WindowGaps:
     """The rows of ``source`` (a result's ``step_gaps``) that start inside a window step's
-    extent (:func:`_assign` of the steps' ``starts`` and ``ext_cummax``), with the ``step``
-    of ``step_ids`` that holds each: :attr:`RunView.gaps`, made only when read."""
+    extent (:func:`cgprof.metrics.gaps.extent_positions` of the steps' ``starts`` and
+    ``ext_cummax``), with the ``step`` of ``step_ids`` that holds each: :attr:`RunView.gaps`,
+    made only when read."""
 
     source: pd.DataFrame
     starts: np.ndarray
@@ -618,7 +629,7 @@ class _WindowGaps:
     step_ids: np.ndarray
 
     def _positions(self) -> np.ndarray:
-        return _assign(self.starts, self.ext_cummax,
+        return extent_positions(self.starts, self.ext_cummax,
                        self.source["start_ns"].to_numpy(np.int64))
 
     def frame(self) -> pd.DataFrame:
@@ -631,17 +642,16 @@ class _WindowGaps:
         columns of the source it reads."""
         g = self.source
         inner = (self._positions() >= 0) & (g["kind"] != "window_edge").to_numpy(dtype=bool)
-        return _hist_of(g["gap_ns"].to_numpy(dtype=np.float64)[inner])
+        return _hist_of(g["gap_ns"].to_numpy()[inner])
 
 
 def _hist_of(v: np.ndarray) -> pd.DataFrame:
-    """Gap lengths ``v`` (ns, float64) binned on GAP_BIN_EDGES_US."""
+    """Gap lengths ``v`` (int64 ns) binned on GAP_BIN_EDGES_US
+    (:func:`cgprof.metrics.gaps.bin_gaps`)."""
     edges = np.array(GAP_BIN_EDGES_US, dtype=np.float64)
-    b = np.clip(np.searchsorted(edges, v / 1000.0, "right") - 1, 0, len(edges) - 2)
-    count = np.bincount(b, minlength=len(edges) - 1)
-    total = np.bincount(b, weights=v, minlength=len(edges) - 1)
-    return pd.DataFrame({"bin_lo_us": edges[:-1], "bin_hi_us": edges[1:],
-                         "count": count.astype(np.int64), "total_ns": total.astype(np.int64)})
+    count, total = bin_gaps(np.asarray(v, dtype=np.int64))
+    return pd.DataFrame({"bin_lo_us": edges[:-1], "bin_hi_us": edges[1:], "count": count,
+                         "total_ns": total})
 
 
 # ---------------------------------------------------------------------------------------

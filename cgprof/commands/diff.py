@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from cgprof.cache import writing_in_background
-from cgprof.commands.engine_opts import engine_options, note_apart
+from cgprof.commands.engine_opts import engine_options, note_apart, note_chunked
 from cgprof.errors import CgprofError
 
 if TYPE_CHECKING:
@@ -67,10 +67,14 @@ def _give_back(apart: _Apart) -> None:
     release_memory(apart.rows)
 
 
-def _run(path: Path, step, skip, jobs, rank=None):
+def _run(path: Path, step, skip, jobs, rank=None, runs=None):
     """An AnalysisResult, or a RanksResult for a folder or a trace of several ranks; with
     ``rank``, that rank alone as an AnalysisResult with its trace (for the step-aligned table
-    and the HTML timeline; a one-process run has only rank 0)."""
+    and the HTML timeline; a one-process run has only rank 0). ``runs``: the views of it the
+    diff shows (label, steps, mode), given when they need no events (no HTML page): a
+    one-process trace whose whole analysis would exceed the memory cap is then analysed a
+    chunk of steps at a time, gathering their totals (:func:`_chunked`)."""
+    from cgprof.engine import apart_wanted
     from cgprof.metrics import analyze
     from cgprof.parallel import analyze_files, expand_inputs, is_trace_dir
     from cgprof.ranks import (
@@ -112,6 +116,10 @@ def _run(path: Path, step, skip, jobs, rank=None):
         fail_unless([h.rank_id for h in apart])
         return analyze(rank_part(path, next(h.pid for h in apart if h.rank_id == rank)),
                        step=step, skip=skip)
+    if runs is not None and rank is None and apart_wanted(path):
+        chunked = _chunked(path, step, skip, runs)
+        if chunked is not None:
+            return chunked
     trace = load(path)
     if len(gpu_pids(trace)) > 1:
         if rank is None:  # the ranks' tables are compared: no timeline, no gap list
@@ -123,6 +131,18 @@ def _run(path: Path, step, skip, jobs, rank=None):
     if rank is not None:
         fail_unless([0])
     return analyze(trace, step=step, skip=skip)
+
+
+def _chunked(path: Path, step, skip, runs):
+    """The chunked analysis of the one-process trace at ``path`` with the totals of the
+    views ``runs`` (cgprof.metrics.chunked.analyze_capped), or None when that path does not
+    take it (analysed whole then, the cap noted at the end)."""
+    from cgprof.diff import window_asker
+    from cgprof.metrics.chunked import analyze_capped
+
+    return analyze_capped(path, step=step, skip=skip,
+                          planned=lambda chunks: note_chunked(path, chunks), gap_limit=0,
+                          windows=window_asker(path, runs))
 
 
 @click.command("diff")
@@ -198,7 +218,9 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             check_writable(p, force)
         run_a, run_b = run_windows(names, step_windows, modes)
         same = Path(baseline).resolve() == Path(candidate).resolve()
-        base = _run(baseline, step, skip, jobs, rank)
+        # views without events (no HTML page) are what a chunked analysis can give
+        runs = None if html_out is not None else [run_a, run_b] if same else [run_a]
+        base = _run(baseline, step, skip, jobs, rank, runs)
         # The diff reads the runs' views only: the baseline's is made before the candidate
         # is analysed and keeps none of its analysis's events but those its timeline can
         # draw (-o), so that one big analysis is held at a time (RunView.without_events,
@@ -214,7 +236,8 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             early = _view_apart(base, run_a, cap)
             base = None
             _give_back(early)
-        cand = base if same else _run(candidate, step, skip, jobs, rank)
+        cand = base if same else _run(candidate, step, skip, jobs, rank,
+                                      None if html_out is not None else [run_b])
         if hasattr(base, "cross") or hasattr(cand, "cross"):
             from cgprof.ranks import as_ranks, diff_ranks
 

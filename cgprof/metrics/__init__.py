@@ -57,6 +57,8 @@ class AnalysisResult:
                     (``cgprof diff --mode all``); the same rows as ``gaps.gaps`` when the
                     window holds every step
     verdict         headline and what-if estimate, over the window steps (Verdict)
+    windows         (a chunked analysis's, when asked) the totals of windows of steps that
+                    views of it read (cgprof.metrics.windows.WindowTotals)
 
     The analysis window is the steady state: the steps after --skip that are neither warm-up
     nor a capture before the first replay. Every table and figure covers it except the three
@@ -79,6 +81,10 @@ class AnalysisResult:
     trace: Trace
     coverage: CoverageResult
     step_gaps: pd.DataFrame
+    #: the totals of the windows of steps a caller asked a chunked analysis for
+    #: (cgprof.metrics.windows.WindowTotals; cgprof.metrics.chunked.analyze_path's
+    #: ``windows``), what its views read in place of the rows it does not keep
+    windows: tuple[Any, ...] = ()
 
     def light(self, gap_limit: int | None = None) -> AnalysisResult:
         """The same result without the loaded trace, the call-to-step map and the gaps over

@@ -33,12 +33,13 @@ from cgprof.metrics import launches as L
 from cgprof.metrics.coverage import (
     CoverageResult,
     StepLaunches,
+    call_steps_of,
     coverage_partial,
     family_mask,
     merge_coverage_partials,
     window_positions,
 )
-from cgprof.metrics.gaps import GapAsk, GapResult, measure_gaps_sliced_each
+from cgprof.metrics.gaps import GapAsk, GapBins, GapResult, measure_gaps_sliced_each
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls, launch_cells, launch_table
 from cgprof.metrics.replays import ReplayResult, graph_replays, merge_replays
@@ -50,8 +51,15 @@ from cgprof.metrics.verdict import (
     verdict,
     verdict_partial,
 )
+from cgprof.metrics.windows import (
+    StepFamilies,
+    WindowTotals,
+    family_codes,
+    merge_name_totals,
+    name_totals,
+)
 from cgprof.scratch import checkpoint
-from cgprof.trace import constant_value, distinct_pids
+from cgprof.trace import column, constant_value, distinct_pids
 
 __all__ = ["Chunk", "plan", "cut_calls", "rows_of_corr"]
 
@@ -143,7 +151,8 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
                  min_gap_us: float = 0.0, progress: Callable[[str], None] | None = None,
                  chunk_steps: int | None = None, chunk_rows: int | None = None,
                  planned: Callable[[int], None] | None = None,
-                 gap_limit: int = GAP_LIMIT) -> AnalysisResult | None:
+                 gap_limit: int = GAP_LIMIT,
+                 windows: Windows | None = None) -> AnalysisResult | None:
     """:func:`cgprof.metrics.analyze` of the one-process trace at ``path``, its rows read a
     chunk of steps at a time (:func:`cgprof.trace.load_rows`): ``chunk_steps`` steps, else
     as many as hold about ``chunk_rows`` kernels + API calls, else :data:`CHUNK_STEPS`; the
@@ -155,11 +164,16 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
     step choice, the chunk plan, the API and NVTX summaries; the calls' narrow columns are
     kept for the gaps); (3) each chunk: its calls and the GPU work they launched, measured
     and reduced to partials (steps, launches, replays, coverage, verdict); (4) the GPU
-    timeline a slice of time at a time, for the gaps; then the partials merged."""
+    timeline a slice of time at a time, for the gaps; then the partials merged.
+
+    ``windows``: given the step table (every step), the step numbers of each window of
+    steps a view will show (cgprof.diff.view); the result's ``windows`` then holds their
+    totals (:class:`cgprof.metrics.windows.WindowTotals`), gathered in the chunk pass, one
+    more pass over the chunks' kernels and the gap pass."""
     path = Path(path)
     with _spilled(path, progress) as (spill, done):
         result = _analyze_path(path, spill, step, skip, min_gap_us, progress, chunk_steps,
-                               chunk_rows, planned, gap_limit)
+                               chunk_rows, planned, gap_limit, windows)
         if result is not None:
             done()
         return result
@@ -168,7 +182,8 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
 def analyze_capped(path: str | Path, step: str | None = None, skip: int = 0,
                    min_gap_us: float = 0.0, progress: Callable[[str], None] | None = None,
                    planned: Callable[[int], None] | None = None,
-                   gap_limit: int = GAP_LIMIT) -> AnalysisResult | None:
+                   gap_limit: int = GAP_LIMIT,
+                   windows: Windows | None = None) -> AnalysisResult | None:
     """:func:`analyze_path` with chunks of the size the memory cap gives
     (:func:`chunk_rows` of cgprof.engine.memory_limit; ``CGPROF_CHUNK_STEPS`` forces a number
     of steps per chunk): what ``cgprof analyze`` and ``cgprof check`` run for a one-process
@@ -183,7 +198,7 @@ def analyze_capped(path: str | Path, step: str | None = None, skip: int = 0,
     forced = os.environ.get("CGPROF_CHUNK_STEPS", "").strip()
     return analyze_path(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=progress,
                         chunk_steps=int(forced) if forced else None, chunk_rows=rows,
-                        planned=planned, gap_limit=gap_limit)
+                        planned=planned, gap_limit=gap_limit, windows=windows)
 
 
 @contextlib.contextmanager
@@ -228,7 +243,7 @@ def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
 def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_us: float,
                   progress: Callable[[str], None] | None, chunk_steps: int | None,
                   chunk_rows: int | None, planned: Callable[[int], None] | None,
-                  gap_limit: int) -> AnalysisResult | None:
+                  gap_limit: int, windows: Windows | None = None) -> AnalysisResult | None:
     """:func:`analyze_path` with the tables read from ``spill`` (None: the trace's cache
     entry, or the file itself)."""
     from cgprof import schema as S
@@ -284,6 +299,7 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     del calls, corr, light
     release_memory(n_calls)
     node_level = meta.graph_trace_mode != "graph" and n_graph_rows == 0
+    families = StepFamilies(len(inst.table)) if windows is not None else None
 
     say("measuring the steps a chunk at a time")
     cuts = [int(inst.table["start_ns"].iloc[c.s0]) for c in chunks[1:]]
@@ -303,6 +319,9 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
         replayed = replayed or bool((st["graph_launches"].to_numpy() > 0).any())
         if len(cs):
             call_step[cs["corr_id"].to_numpy() - corr0] = cs["step"].to_numpy()
+        if families is not None:  # (what a window's view sums of its calls)
+            families.add(call_steps_of(calls_c, cs), family_codes(calls_c["family"]),
+                         column(calls_c, "dur_ns"), ~in_capture[c.r0:c.r1], c.s0, c.s1)
         kernels_c = sub.stored("kernels")
         k_rows = rows_of_corr(k_corr, c)  # their rows in the whole kernel table
         if len(k_rows) != len(kernels_c):
@@ -318,14 +337,24 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     assert span is not None  # steps from NVTX ranges, some in the window
     window = steps.window()
     early = steps.window_steps()
+    replays = parts.replays(node_level)
+    asked = None
+    if windows is not None:
+        assert families is not None  # (made with windows)
+        say("summing the kernels of the windows' steps a chunk at a time")
+        asked = _Asked.of(steps.steps, windows)
+        asked.sum_kernels(chunks, load, (call_step, corr0))
+        asked.take_replays(replays.replays, (call_step, corr0))
+        asked.families = families
+    del families
 
     say("measuring GPU gaps a slice of time at a time")
     min_gap_ns = int(round(min_gap_us * 1000))
     ops = _timeline(path, lows, highs, n_calls, spill)
-    gaps = _gaps(ops, narrow, span, window, min_gap_ns, steps, (call_step, corr0), gap_limit)
+    gaps = _gaps(ops, narrow, span, window, min_gap_ns, steps, (call_step, corr0), gap_limit,
+                 asked.bins if asked is not None else ())
     del ops, narrow, call_step
     win_steps = steps.window_steps()
-    replays = parts.replays(node_level)
     coverage = parts.coverage(early)
     v = verdict(win_steps, replays, coverage, graph_trace_mode=meta.graph_trace_mode,
                 partial=parts.verdict())
@@ -336,7 +365,103 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
                           replays=replays, steps=steps, verdict=v,
                           # no trace: a light result's (AnalysisResult.light)
                           trace=None,  # type: ignore[arg-type]
-                          coverage=coverage, step_gaps=gaps.gaps.iloc[0:0].copy())
+                          coverage=coverage, step_gaps=gaps.gaps.iloc[0:0].copy(),
+                          windows=asked.totals() if asked is not None else ())
+
+
+#: What a caller asks of :func:`analyze_path` for its views: given the step table, the step
+#: numbers of each window of steps, in window order.
+Windows = Callable[[pd.DataFrame], list[np.ndarray]]
+
+
+class _Asked:
+    """The windows of steps a caller asked for (:data:`Windows`) and their totals, gathered
+    as the passes go (:class:`cgprof.metrics.windows.WindowTotals`)."""
+
+    def __init__(self, steps: list[np.ndarray], visible: list[np.ndarray], n_steps: int,
+                 bins: tuple[GapBins, ...]) -> None:
+        self.steps, self.visible, self.bins = steps, visible, bins
+        self.n_steps = n_steps
+        self.kernels: list[list[pd.DataFrame]] = [[] for _ in steps]
+        self.replays: list[pd.DataFrame] = []
+        self.families: StepFamilies | None = None
+
+    @classmethod
+    def of(cls, table: pd.DataFrame, windows: Windows) -> _Asked:
+        """The windows of the step table ``table`` (every step; a step's number is its row),
+        with each window's steps whose kernels are in the trace and its gap bins (the
+        steps' extents as cgprof.diff.view makes them: host start to the later of the host
+        end and the step's last GPU work)."""
+        if not (table["step"].to_numpy() == np.arange(len(table))).all():
+            raise AssertionError("cgprof: a step's number is not its row")
+        start = table["start_ns"].to_numpy(np.int64)
+        gpu_end = table["gpu_end_ns"].astype("Float64").fillna(0).to_numpy(
+            np.float64).astype(np.int64)
+        extent = np.maximum(table["end_ns"].to_numpy(np.int64), gpu_end)
+        shown = table["kernels"].notna().to_numpy(dtype=bool)
+        steps, visible, bins = [], [], []
+        for w in windows(table):
+            w = np.asarray(w, dtype=np.int64)
+            steps.append(w)
+            visible.append(w[shown[w]])
+            bins.append(GapBins(start[w], np.maximum.accumulate(extent[w])))
+        return cls(steps, visible, len(table), tuple(bins))
+
+    def _lut(self, steps: np.ndarray) -> np.ndarray:
+        """Marks of ``steps`` by step number, and a last slot (step -1) unmarked."""
+        lut = np.zeros(self.n_steps + 1, dtype=bool)
+        lut[steps] = True
+        return lut
+
+    def sum_kernels(self, chunks: list[Chunk], load: Callable[[E.RowRange], Any],
+                    lookup: tuple[np.ndarray, int]) -> None:
+        """Each window's kernels per name, a chunk's kernels at a time (those its calls
+        launched: their correlation ids), each kernel's step that of its call."""
+        from cgprof import schema as S
+
+        table, lo = lookup
+        luts = [self._lut(v) for v in self.visible]
+        for c in chunks:
+            if c.r1 == c.r0 or not any(len(v) for v in self.visible):
+                continue
+            sub = load(E.RowRange(corr=(c.corr_lo, c.corr_hi), tables=[S.KERNEL],
+                                  columns={S.KERNEL: _SUMMARY}))
+            kernels = sub.stored("kernels")
+            del sub
+            step = _step_by_corr(kernels["corr_id"].to_numpy(), table, lo)
+            dur = pd.Series(column(kernels, "dur_ns"), copy=False)
+            for lut, parts in zip(luts, self.kernels, strict=True):
+                rows = lut[step]
+                if rows.any():
+                    parts.append(name_totals(kernels["name"], dur, rows))
+            del kernels, step, dur
+
+    def take_replays(self, replays: pd.DataFrame, lookup: tuple[np.ndarray, int]) -> None:
+        """Each window's replays (rows of ``replays``, the analysis's), with their steps."""
+        step = _step_by_corr(replays["corr_id"].to_numpy(), *lookup)
+        for w in self.steps:
+            rows = self._lut(w)[step]
+            self.replays.append(replays[rows].assign(step=step[rows]).reset_index(drop=True))
+
+    def totals(self) -> tuple[WindowTotals, ...]:
+        assert self.families is not None  # (set in the chunk pass)
+        return tuple(
+            WindowTotals(steps=w, kernels=merge_name_totals(k) if k else name_totals(
+                pd.Series([], dtype=object), pd.Series([], dtype=np.int64),
+                np.zeros(0, dtype=bool)), families=self.families.of(w), replays=r,
+                gap_hist=b.frame())
+            for w, k, r, b in zip(self.steps, self.kernels, self.replays, self.bins,
+                                  strict=True))
+
+
+def _step_by_corr(corr: np.ndarray, table: np.ndarray, lo: int) -> np.ndarray:
+    """The step (-1: none) of each correlation id ``corr``: ``table[corr - lo]`` where in
+    the table, -1 elsewhere (int64)."""
+    at = corr.astype(np.int64) - lo
+    ok = (at >= 0) & (at < len(table))
+    out = np.full(len(corr), -1, dtype=np.int64)
+    out[ok] = table[at[ok]]
+    return out
 
 
 _MIN, _MAX = -(2**62), 2**62
@@ -488,20 +613,22 @@ def _exact_times(df: pd.DataFrame) -> bool:
 
 def _gaps(slices: Callable[[], Iterator[pd.DataFrame]], calls: pd.DataFrame,
           span: tuple[int, int], window: tuple[int, int] | None, min_gap_ns: int,
-          steps: StepResult, lookup: tuple[np.ndarray, int], gap_limit: int) -> GapResult:
+          steps: StepResult, lookup: tuple[np.ndarray, int], gap_limit: int,
+          bins: tuple[GapBins, ...] = ()) -> GapResult:
     """The report window's gaps (the ``gap_limit`` longest listed) and each step's launch
     wait (filled into ``steps``, from the span's gaps however short), measured on the GPU
     timeline's narrow columns a slice at a time (:func:`_timeline`), without a table of
-    every gap, both from one read of the slices
+    every gap, both from one read of the slices, and ``bins`` filled with the gaps of the
+    steps' span
     (:func:`cgprof.metrics.gaps.measure_gaps_sliced_each`: as
     :func:`cgprof.metrics.gaps.measure_gaps_reduced` of the slices joined)."""
     wait = (lookup[0], lookup[1], len(steps.steps))
     if window == span:
         (gaps, per), = measure_gaps_sliced_each(
-            slices, calls, [GapAsk(span, min_gap_ns, gap_limit, wait=wait)], _join)
+            slices, calls, [GapAsk(span, min_gap_ns, gap_limit, wait=wait, bins=bins)], _join)
     else:
         (_, per), (gaps, _) = measure_gaps_sliced_each(slices, calls, [
-            GapAsk(span, wait=wait, tables=False),
+            GapAsk(span, min_gap_ns, wait=wait, tables=False, bins=bins),
             GapAsk(window, min_gap_ns, gap_limit)], _join)
     assert gaps is not None and per is not None  # (asked for both)
     fill_launch_wait(steps, per)

@@ -1,0 +1,117 @@
+"""What a view of a window of steps (cgprof.diff.view) reads of an analysis's rows, as
+totals: its kernels per name, its API calls per launch family, the replays its steps
+launched and the histogram of its gaps. A whole analysis keeps its rows and the view sums
+them (cgprof.diff); a chunked one (cgprof.metrics.chunked) keeps no rows, so it gathers
+these totals as it reads its chunks, for the windows asked of it before its last passes
+(:class:`WindowTotals`): ``cgprof diff`` of a trace over the memory cap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from cgprof.metrics.intervals import counts_by_code, sums_by_code
+from cgprof.metrics.launches import FAMILIES
+
+__all__ = ["WindowTotals", "name_totals", "merge_name_totals", "family_codes", "StepFamilies"]
+
+
+@dataclass(frozen=True)
+class WindowTotals:
+    """One window of steps' totals, made by a chunked analysis (cgprof.metrics.chunked).
+
+    steps      the window's step numbers (rows of the step table), in window order
+    kernels    name, instances, total_ns of the kernels launched by the window's steps whose
+               kernels are in the trace (a step whose replays hide them is left out), by name
+    families   (family, calls, host_ns) of the calls of the window's steps (stream-capture
+               calls left out), one per launch family present, in FAMILIES' order
+    replays    the rows of the analysis's replays launched by the window's steps, in replay
+               order, with ``step``
+    gap_hist   bin_lo_us, bin_hi_us, count, total_ns: the gaps whose start lies in a window
+               step's extent (window edges left out), binned on GAP_BIN_EDGES_US
+    """
+
+    steps: np.ndarray
+    kernels: pd.DataFrame
+    families: list[tuple[str, int, int]]
+    replays: pd.DataFrame
+    gap_hist: pd.DataFrame
+
+
+def name_totals(names: pd.Series, dur: pd.Series, rows: np.ndarray) -> pd.DataFrame:
+    """name, instances, total_ns per name of the rows marked (``rows``: a bool mask), by
+    name. Categorical names are summed through their codes: no frame of the rows (10M
+    kernels: a GB, seconds); a row without a name is in no group."""
+    if not rows.any():
+        return pd.DataFrame({"name": pd.Series(dtype=object),
+                             "instances": pd.Series(dtype="int64"),
+                             "total_ns": pd.Series(dtype="int64")})
+    if isinstance(names.dtype, pd.CategoricalDtype) and dur.dtype == np.int64:
+        codes = names.cat.codes.to_numpy()[rows]
+        values = dur.to_numpy()[rows]
+        known = codes >= 0
+        if not known.all():
+            codes, values = codes[known], values[known]
+        n = len(names.cat.categories)
+        count = counts_by_code(codes, n)
+        used = np.flatnonzero(count)
+        kt = pd.DataFrame({"name": names.cat.categories[used],
+                           "instances": count[used].astype(np.int64),
+                           "total_ns": sums_by_code(codes, values, n)[used]})
+    else:
+        g = pd.DataFrame({"name": names[rows], "dur_ns": dur[rows]}).groupby(
+            "name", sort=False, observed=True)["dur_ns"]
+        kt = g.agg(["size", "sum"]).reset_index()
+        kt.columns = ["name", "instances", "total_ns"]
+    return merge_name_totals([kt])
+
+
+def merge_name_totals(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """:func:`name_totals`' tables (of chunks, or with a name more than once: categories may
+    repeat) summed per name, by name."""
+    kt = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].copy()
+    kt["name"] = kt["name"].astype(str)
+    kt = kt.groupby("name", sort=True, as_index=False)[["instances", "total_ns"]].sum()
+    return kt.astype({"instances": np.int64, "total_ns": np.int64})
+
+
+def family_codes(family: pd.Series) -> np.ndarray:
+    """Each call's launch family as its position in FAMILIES (-1: none of them)."""
+    if isinstance(family.dtype, pd.CategoricalDtype):
+        lut = np.array([FAMILIES.index(str(c)) if str(c) in FAMILIES else -1
+                        for c in family.cat.categories] + [-1], dtype=np.int64)
+        return lut[family.cat.codes.to_numpy()]
+    where = {f: i for i, f in enumerate(FAMILIES)}
+    return np.array([where.get(str(f), -1) for f in family.to_numpy()], dtype=np.int64)
+
+
+class StepFamilies:
+    """Calls and host time per (step, launch family) of a trace's calls, taken in a chunk
+    of calls at a time (:meth:`add`): 16 bytes per step and family, not a row per call."""
+
+    def __init__(self, n_steps: int) -> None:
+        self.calls = np.zeros((n_steps, len(FAMILIES)), dtype=np.int64)
+        self.host_ns = np.zeros((n_steps, len(FAMILIES)), dtype=np.int64)
+
+    def add(self, step: np.ndarray, family: np.ndarray, dur: np.ndarray, keep: np.ndarray,
+            s0: int, s1: int) -> None:
+        """Calls whose ``step`` (-1: none; otherwise in [s0, s1)) and ``family``
+        (:func:`family_codes`) are known, among those ``keep`` marks; ``dur``: their host
+        time (int64)."""
+        keep = keep & (step >= 0) & (family >= 0)
+        if not keep.any():
+            return
+        nf = len(FAMILIES)
+        code = (step[keep] - s0) * nf + family[keep]
+        n = (s1 - s0) * nf
+        self.calls[s0:s1] += counts_by_code(code, n).reshape(s1 - s0, nf)
+        self.host_ns[s0:s1] += sums_by_code(code, dur[keep].astype(np.int64), n).reshape(
+            s1 - s0, nf)
+
+    def of(self, steps: np.ndarray) -> list[tuple[str, int, int]]:
+        """(family, calls, host_ns) of the calls of ``steps``, one per family present."""
+        calls = self.calls[steps].sum(axis=0)
+        host = self.host_ns[steps].sum(axis=0)
+        return [(f, int(calls[i]), int(host[i])) for i, f in enumerate(FAMILIES) if calls[i]]
