@@ -178,3 +178,5 @@ def test_html_page_still_reads_whole(tmp_path: Path) -> None:
     r = _diff(ta, tb, "-o", str(out), "--memory-limit", "100MB", env=env)
     assert r.returncode == 0, r.stderr
     assert not _notes(r.stderr) and out.stat().st_size > 10_000
+    whole = [ln for ln in r.stderr.splitlines() if "read whole for the HTML page" in ln]
+    assert len(whole) == 2 and "without -o" in whole[0], r.stderr

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from cgprof.cache import writing_in_background
-from cgprof.commands.engine_opts import engine_options, note_apart, note_chunked
+from cgprof.commands.engine_opts import (
+    engine_options,
+    note_apart,
+    note_chunked,
+    note_drawn_whole,
+)
 from cgprof.errors import CgprofError
 
 if TYPE_CHECKING:
@@ -116,11 +121,17 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None):
         fail_unless([h.rank_id for h in apart])
         return analyze(rank_part(path, next(h.pid for h in apart if h.rank_id == rank)),
                        step=step, skip=skip)
-    if runs is not None and rank is None and apart_wanted(path):
-        chunked = _chunked(path, step, skip, runs)
-        if chunked is not None:
-            return chunked
+    drawn = False  # read whole over the cap for the HTML page
+    if rank is None and apart_wanted(path):
+        if runs is None:
+            drawn = True
+        else:
+            chunked = _chunked(path, step, skip, runs)
+            if chunked is not None:
+                return chunked
     trace = load(path)
+    if drawn and len(gpu_pids(trace)) == 1:
+        note_drawn_whole(path)
     if len(gpu_pids(trace)) > 1:
         if rank is None:  # the ranks' tables are compared: no timeline, no gap list
             return analyze_ranks(trace, step=step, skip=skip, keep=False, gap_limit=0)

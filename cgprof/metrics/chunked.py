@@ -618,10 +618,11 @@ def _gaps(slices: Callable[[], Iterator[pd.DataFrame]], calls: pd.DataFrame,
     """The report window's gaps (the ``gap_limit`` longest listed) and each step's launch
     wait (filled into ``steps``, from the span's gaps however short), measured on the GPU
     timeline's narrow columns a slice at a time (:func:`_timeline`), without a table of
-    every gap, both from one read of the slices, and ``bins`` filled with the gaps of the
-    steps' span
+    every gap, both from one read of the slices
     (:func:`cgprof.metrics.gaps.measure_gaps_sliced_each`: as
-    :func:`cgprof.metrics.gaps.measure_gaps_reduced` of the slices joined)."""
+    :func:`cgprof.metrics.gaps.measure_gaps_reduced` of the slices joined). ``bins``
+    (:class:`cgprof.metrics.gaps.GapBins`) are filled with the span's gaps longer than
+    ``min_gap_ns``: what a view bins of ``step_gaps`` (cgprof.diff.view)."""
     wait = (lookup[0], lookup[1], len(steps.steps))
     if window == span:
         (gaps, per), = measure_gaps_sliced_each(
