@@ -37,10 +37,10 @@ import pandas as pd
 from cgprof.errors import AnalysisError, CgprofError
 from cgprof.metrics import AnalysisResult
 from cgprof.metrics.coverage import call_steps_of, step_positions
-from cgprof.metrics.gaps import GAP_BIN_EDGES_US, bin_gaps, extent_positions
+from cgprof.metrics.gaps import GAP_BIN_EDGES_US, GapBins, add_gap_table, extent_positions
 from cgprof.metrics.intervals import counts_by_code, sums_by_code
 from cgprof.metrics.launches import FAMILIES, api_calls
-from cgprof.metrics.windows import WindowTotals, name_totals
+from cgprof.metrics.windows import WindowTotals, extent_ends, name_totals
 from cgprof.trace import Trace, column
 
 __all__ = [
@@ -424,8 +424,7 @@ def view(
         "start_ns": sel["start_ns"].to_numpy(np.int64),
         "end_ns": sel["end_ns"].to_numpy(np.int64),
     })
-    gpu_end = sel["gpu_end_ns"].astype("Float64").fillna(0).to_numpy(np.float64).astype(np.int64)
-    st["extent_end_ns"] = np.maximum(st["end_ns"].to_numpy(np.int64), gpu_end)
+    st["extent_end_ns"] = extent_ends(sel)
     st["effective_ns"] = sel["effective_ns"].to_numpy(np.int64)
     st["dur_ns"] = sel["dur_ns"].to_numpy(np.int64)
     st["launch_calls"] = (sel["kernel_launches"] + sel["graph_launches"]).to_numpy(np.int64)
@@ -638,20 +637,12 @@ class _WindowGaps:
         return self.source[keep].assign(step=self.step_ids[pos[keep]]).reset_index(drop=True)
 
     def histogram(self) -> pd.DataFrame:
-        """The histogram of :meth:`frame`'s gaps (window edges left out), from the two
-        columns of the source it reads."""
-        g = self.source
-        inner = (self._positions() >= 0) & (g["kind"] != "window_edge").to_numpy(dtype=bool)
-        return _hist_of(g["gap_ns"].to_numpy()[inner])
-
-
-def _hist_of(v: np.ndarray) -> pd.DataFrame:
-    """Gap lengths ``v`` (int64 ns) binned on GAP_BIN_EDGES_US
-    (:func:`cgprof.metrics.gaps.bin_gaps`)."""
-    edges = np.array(GAP_BIN_EDGES_US, dtype=np.float64)
-    count, total = bin_gaps(np.asarray(v, dtype=np.int64))
-    return pd.DataFrame({"bin_lo_us": edges[:-1], "bin_hi_us": edges[1:], "count": count,
-                         "total_ns": total})
+        """The histogram of :meth:`frame`'s gaps (window edges left out), from the columns
+        of the source it reads (the gaps a chunked analysis bins: GapAsk.bins). Every row
+        of ``step_gaps`` is longer than the analysis's floor, itself at least 0."""
+        bins = GapBins(self.starts, self.ext_cummax)
+        add_gap_table((bins,), self.source, 0)
+        return bins.frame()
 
 
 # ---------------------------------------------------------------------------------------

@@ -14,6 +14,24 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "nsys-samples"
 
 
+def wait_table(steps: Any) -> tuple[Any, int, int]:
+    """(table, lo, steps): the call-to-step lookup of the launch waits of a StepResult (the
+    sliced gap sweep's ``wait``)."""
+    import numpy as np
+
+    from cgprof.metrics.steps import _dense_steps
+
+    lookup = steps._lookup()
+    if lookup is not None:
+        return lookup[0], lookup[1], len(steps.steps)
+    cs = steps.call_steps
+    none = np.zeros(0, dtype=np.int64)
+    dense = _dense_steps(none, none, cs["pid"].to_numpy(), cs["corr_id"].to_numpy(),
+                         cs["step"].to_numpy())
+    assert dense is not None
+    return dense[0], dense[1], len(steps.steps)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Every test (and every CLI subprocess it starts) caches into a folder of the session's

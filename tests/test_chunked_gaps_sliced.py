@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pandas.testing as pdt
 import pytest
+from conftest import wait_table
 
 import cgprof
 from cgprof.metrics import analyze, chunked
@@ -24,7 +25,7 @@ from cgprof.metrics import gaps as G
 from cgprof.metrics.gaps import GapAsk, GapResult, measure_gaps_reduced
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls
-from cgprof.metrics.steps import StepResult, _dense_steps, compute_steps
+from cgprof.metrics.steps import compute_steps
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -63,21 +64,8 @@ def _case(path: Path) -> _Case | None:
             span = (int(st["start_ns"].min()),
                     max(int(st["end_ns"].max()), int(gpu_end.max()) if len(gpu_end) else 0))
             _CACHE[path] = _Case(calls, ops[COLUMNS], [None, span, steps.window()],
-                                 _wait_table(steps))
+                                 wait_table(steps))
     return _CACHE[path]
-
-
-def _wait_table(steps: StepResult) -> tuple[np.ndarray, int, int]:
-    """(table, lo, steps): the call-to-step lookup of the launch waits."""
-    lookup = steps._lookup()
-    if lookup is not None:
-        return lookup[0], lookup[1], len(steps.steps)
-    cs = steps.call_steps
-    none = np.zeros(0, dtype=np.int64)
-    dense = _dense_steps(none, none, cs["pid"].to_numpy(), cs["corr_id"].to_numpy(),
-                         cs["step"].to_numpy())
-    assert dense is not None
-    return dense[0], dense[1], len(steps.steps)
 
 
 def _asks(case: _Case, windows: list[tuple[int, int] | None] | None = None) -> list[GapAsk]:

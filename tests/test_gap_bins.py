@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pandas.testing as pdt
 import pytest
+from conftest import wait_table
 
 import cgprof
 from cgprof.metrics import chunked
@@ -35,7 +36,7 @@ from cgprof.metrics.gaps import (
 )
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls
-from cgprof.metrics.steps import StepResult, _dense_steps, compute_steps
+from cgprof.metrics.steps import compute_steps
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -47,7 +48,7 @@ TRACES = sorted((REPO / "traces").glob("*.sqlite"))
 COLUMNS = ["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id", "kind", "in_graph"]
 
 
-# -- the diff's way, as cgprof/diff.py has it (_assign, _WindowGaps.histogram, _hist_of) --
+# -- the diff's way, as cgprof/diff.py had it before GapBins (_assign, _hist_of) -----------
 
 #: cgprof.diff's GAP_BIN_EDGES_US as it defines it.
 _DIFF_EDGES_US = tuple(float(f"{v:.6g}") for v in 10.0 ** np.arange(-2.0, 6.0001, 0.25))
@@ -106,22 +107,9 @@ def _case(path: Path) -> _Case | None:
         if chunked.plan(calls, steps.steps, 1) is None or span is None:
             _CACHE[path] = None
         else:
-            _CACHE[path] = _Case(calls, ops[COLUMNS], span, steps.window(), _wait_table(steps),
+            _CACHE[path] = _Case(calls, ops[COLUMNS], span, steps.window(), wait_table(steps),
                                  _extents(steps.steps))
     return _CACHE[path]
-
-
-def _wait_table(steps: StepResult) -> tuple[np.ndarray, int, int]:
-    """(table, lo, steps): the call-to-step lookup of the launch waits."""
-    lookup = steps._lookup()
-    if lookup is not None:
-        return lookup[0], lookup[1], len(steps.steps)
-    cs = steps.call_steps
-    none = np.zeros(0, dtype=np.int64)
-    dense = _dense_steps(none, none, cs["pid"].to_numpy(), cs["corr_id"].to_numpy(),
-                         cs["step"].to_numpy())
-    assert dense is not None
-    return dense[0], dense[1], len(steps.steps)
 
 
 def _extents(st: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -312,11 +300,21 @@ def test_the_bins_are_the_diffs() -> None:
     inside = _diff_assign(starts, ext_cummax, t) >= 0
     pdt.assert_frame_equal(b.frame(), _diff_hist_of(g[inside].astype(np.float64)),
                            check_exact=True)
-    # today's diff helpers, while diff.py still has them
-    if hasattr(D, "_hist_of") and D._hist_of is not G.bin_gaps:
-        pdt.assert_frame_equal(b.frame(), D._hist_of(g[inside].astype(np.float64)))
-    if hasattr(D, "_assign"):
-        np.testing.assert_array_equal(pos, D._assign(starts, ext_cummax, t))
+
+
+@pytest.mark.parametrize("path", [REPO / "traces" / f"{n}.sqlite" for n in (
+    "mlp_train_graph", "resnet18_train_eager", "transformer_train_graph", "mlp_infer_graph")],
+    ids=lambda p: p.name)
+def test_the_views_histogram_is_the_diffs(path: Path) -> None:
+    """cgprof.diff's own histogram of a whole analysis's gaps (_WindowGaps.histogram, made
+    through GapBins) is the old way's, window by window."""
+    case = _taken(path)
+    table = G._listed(measure_gaps(case.ops, case.calls, window=case.span).gaps, 0)
+    for starts, ext_cummax in case.extents.values():
+        got = D._WindowGaps(table, starts, ext_cummax, np.arange(len(starts))).histogram()
+        want = _diff_histogram(table, (starts, ext_cummax))
+        assert want["count"].sum() > 0 or len(starts) < 3
+        pdt.assert_frame_equal(got, want, check_exact=True)
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)

@@ -37,10 +37,12 @@ from cgprof.metrics.coverage import (
     coverage_partial,
     family_mask,
     merge_coverage_partials,
+    step_positions,
     window_positions,
 )
 from cgprof.metrics.gaps import GapAsk, GapBins, GapResult, measure_gaps_sliced_each
 from cgprof.metrics.gpu import gpu_ops
+from cgprof.metrics.intervals import table_get
 from cgprof.metrics.launches import api_calls, launch_cells, launch_table
 from cgprof.metrics.replays import ReplayResult, graph_replays, merge_replays
 from cgprof.metrics.steps import StepResult, fill_launch_wait, measure_chunk, step_instances
@@ -54,6 +56,7 @@ from cgprof.metrics.verdict import (
 from cgprof.metrics.windows import (
     StepFamilies,
     WindowTotals,
+    extent_ends,
     family_codes,
     merge_name_totals,
     name_totals,
@@ -378,10 +381,9 @@ class _Asked:
     """The windows of steps a caller asked for (:data:`Windows`) and their totals, gathered
     as the passes go (:class:`cgprof.metrics.windows.WindowTotals`)."""
 
-    def __init__(self, steps: list[np.ndarray], visible: list[np.ndarray], n_steps: int,
+    def __init__(self, steps: list[np.ndarray], visible: list[np.ndarray],
                  bins: tuple[GapBins, ...]) -> None:
         self.steps, self.visible, self.bins = steps, visible, bins
-        self.n_steps = n_steps
         self.kernels: list[list[pd.DataFrame]] = [[] for _ in steps]
         self.replays: list[pd.DataFrame] = []
         self.families: StepFamilies | None = None
@@ -395,9 +397,7 @@ class _Asked:
         if not (table["step"].to_numpy() == np.arange(len(table))).all():
             raise AssertionError("cgprof: a step's number is not its row")
         start = table["start_ns"].to_numpy(np.int64)
-        gpu_end = table["gpu_end_ns"].astype("Float64").fillna(0).to_numpy(
-            np.float64).astype(np.int64)
-        extent = np.maximum(table["end_ns"].to_numpy(np.int64), gpu_end)
+        extent = extent_ends(table)
         shown = table["kernels"].notna().to_numpy(dtype=bool)
         steps, visible, bins = [], [], []
         for w in windows(table):
@@ -405,13 +405,7 @@ class _Asked:
             steps.append(w)
             visible.append(w[shown[w]])
             bins.append(GapBins(start[w], np.maximum.accumulate(extent[w])))
-        return cls(steps, visible, len(table), tuple(bins))
-
-    def _lut(self, steps: np.ndarray) -> np.ndarray:
-        """Marks of ``steps`` by step number, and a last slot (step -1) unmarked."""
-        lut = np.zeros(self.n_steps + 1, dtype=bool)
-        lut[steps] = True
-        return lut
+        return cls(steps, visible, tuple(bins))
 
     def sum_kernels(self, chunks: list[Chunk], load: Callable[[E.RowRange], Any],
                     lookup: tuple[np.ndarray, int]) -> None:
@@ -420,7 +414,6 @@ class _Asked:
         from cgprof import schema as S
 
         table, lo = lookup
-        luts = [self._lut(v) for v in self.visible]
         for c in chunks:
             if c.r1 == c.r0 or not any(len(v) for v in self.visible):
                 continue
@@ -430,8 +423,8 @@ class _Asked:
             del sub
             step = _step_by_corr(kernels["corr_id"].to_numpy(), table, lo)
             dur = pd.Series(column(kernels, "dur_ns"), copy=False)
-            for lut, parts in zip(luts, self.kernels, strict=True):
-                rows = lut[step]
+            for v, parts in zip(self.visible, self.kernels, strict=True):
+                rows = step_positions(step, v) >= 0
                 if rows.any():
                     parts.append(name_totals(kernels["name"], dur, rows))
             del kernels, step, dur
@@ -440,28 +433,22 @@ class _Asked:
         """Each window's replays (rows of ``replays``, the analysis's), with their steps."""
         step = _step_by_corr(replays["corr_id"].to_numpy(), *lookup)
         for w in self.steps:
-            rows = self._lut(w)[step]
+            rows = step_positions(step, w) >= 0
             self.replays.append(replays[rows].assign(step=step[rows]).reset_index(drop=True))
 
     def totals(self) -> tuple[WindowTotals, ...]:
         assert self.families is not None  # (set in the chunk pass)
         return tuple(
-            WindowTotals(steps=w, kernels=merge_name_totals(k) if k else name_totals(
-                pd.Series([], dtype=object), pd.Series([], dtype=np.int64),
-                np.zeros(0, dtype=bool)), families=self.families.of(w), replays=r,
-                gap_hist=b.frame())
+            WindowTotals(steps=w, kernels=merge_name_totals(k), families=self.families.of(w),
+                         replays=r, gap_hist=b.frame())
             for w, k, r, b in zip(self.steps, self.kernels, self.replays, self.bins,
                                   strict=True))
 
 
 def _step_by_corr(corr: np.ndarray, table: np.ndarray, lo: int) -> np.ndarray:
     """The step (-1: none) of each correlation id ``corr``: ``table[corr - lo]`` where in
-    the table, -1 elsewhere (int64)."""
-    at = corr.astype(np.int64) - lo
-    ok = (at >= 0) & (at < len(table))
-    out = np.full(len(corr), -1, dtype=np.int64)
-    out[ok] = table[at[ok]]
-    return out
+    the table, -1 elsewhere (int64, as a whole analysis's call steps)."""
+    return table_get(table, corr.astype(np.int64) - lo).astype(np.int64)
 
 
 _MIN, _MAX = -(2**62), 2**62

@@ -309,7 +309,7 @@ def measure_gaps_reduced(ops: pd.DataFrame, calls: pd.DataFrame,
             return result, out.wait_ns
     del live
     measured = measure_gaps(ops, calls, window=window, streams=tables)
-    _table_bins(bins, measured.gaps, min_gap_ns)
+    add_gap_table(bins, measured.gaps, min_gap_ns)
     per = launch_wait_of(measured.gaps, *wait) if wait is not None else None
     result = measured.result(min_gap_ns).longest(limit) if tables else None
     return result, per
@@ -391,9 +391,10 @@ def _commit_bins(bins: tuple[GapBins, ...], got: tuple[GapBins, ...]) -> None:
         b.total_ns += g.total_ns
 
 
-def _table_bins(bins: tuple[GapBins, ...], gaps: pd.DataFrame, min_gap_ns: int) -> None:
+def add_gap_table(bins: tuple[GapBins, ...], gaps: pd.DataFrame, min_gap_ns: int) -> None:
     """Add to ``bins`` the gaps of table ``gaps`` (GAP_COLUMNS) longer than ``min_gap_ns``,
-    window-edge gaps left out."""
+    window-edge gaps left out (a measurement's fallback; a view's histogram of a whole
+    analysis's ``step_gaps``, cgprof.diff)."""
     if not bins or not len(gaps):
         return
     ns = gaps["gap_ns"].to_numpy(dtype=np.int64)

@@ -15,7 +15,8 @@ import pandas as pd
 from cgprof.metrics.intervals import counts_by_code, sums_by_code
 from cgprof.metrics.launches import FAMILIES
 
-__all__ = ["WindowTotals", "name_totals", "merge_name_totals", "family_codes", "StepFamilies"]
+__all__ = ["WindowTotals", "name_totals", "merge_name_totals", "family_codes", "StepFamilies",
+           "extent_ends"]
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,7 @@ def name_totals(names: pd.Series, dur: pd.Series, rows: np.ndarray) -> pd.DataFr
     name. Categorical names are summed through their codes: no frame of the rows (10M
     kernels: a GB, seconds); a row without a name is in no group."""
     if not rows.any():
-        return pd.DataFrame({"name": pd.Series(dtype=object),
-                             "instances": pd.Series(dtype="int64"),
-                             "total_ns": pd.Series(dtype="int64")})
+        return _no_names()
     if isinstance(names.dtype, pd.CategoricalDtype) and dur.dtype == np.int64:
         codes = names.cat.codes.to_numpy()[rows]
         values = dur.to_numpy()[rows]
@@ -68,13 +67,29 @@ def name_totals(names: pd.Series, dur: pd.Series, rows: np.ndarray) -> pd.DataFr
     return merge_name_totals([kt])
 
 
+def _no_names() -> pd.DataFrame:
+    """:func:`name_totals` of no rows."""
+    return pd.DataFrame({"name": pd.Series(dtype=object), "instances": pd.Series(dtype="int64"),
+                         "total_ns": pd.Series(dtype="int64")})
+
+
 def merge_name_totals(parts: list[pd.DataFrame]) -> pd.DataFrame:
     """:func:`name_totals`' tables (of chunks, or with a name more than once: categories may
-    repeat) summed per name, by name."""
+    repeat) summed per name, by name (none: the empty table)."""
+    if not parts:
+        return _no_names()
     kt = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].copy()
     kt["name"] = kt["name"].astype(str)
     kt = kt.groupby("name", sort=True, as_index=False)[["instances", "total_ns"]].sum()
     return kt.astype({"instances": np.int64, "total_ns": np.int64})
+
+
+def extent_ends(steps: pd.DataFrame) -> np.ndarray:
+    """Each step's extent end (int64 ns): the later of its host end and its last GPU work
+    (``gpu_end_ns``; <NA>: none), for rows of a step table (cgprof.metrics.steps)."""
+    gpu_end = steps["gpu_end_ns"].astype("Float64").fillna(0).to_numpy(np.float64).astype(
+        np.int64)
+    return np.maximum(steps["end_ns"].to_numpy(np.int64), gpu_end)
 
 
 def family_codes(family: pd.Series) -> np.ndarray:
