@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -55,3 +56,53 @@ def test_no_progress_when_stderr_is_not_a_terminal(trace):
                           capture_output=True, timeout=120)
     assert proc.returncode == 0
     assert proc.stderr == b""
+
+
+@pytest.fixture
+def eager(traces_dir):
+    return str(traces_dir / "mlp_train_eager.sqlite")
+
+
+def test_diff_progress_names_each_trace(eager, trace):
+    code, out, err = _run_with_tty_stderr(["diff", eager, trace, "--json", "-"])
+    assert code == 0
+    assert b"cgprof: mlp_train_eager.sqlite: reading kernels ..." in err
+    assert b"cgprof: mlp_train_graph.sqlite: measuring GPU gaps ..." in err
+    # the baseline's stages come first, and the bar counts both traces' stages
+    assert err.index(b"mlp_train_eager.sqlite: reading") < err.index(
+        b"mlp_train_graph.sqlite: reading")
+    assert b"/22 " in err
+    assert err.endswith(b"\r\x1b[2K")  # wiped before the report
+    json.loads(out)  # stdout: the JSON alone
+
+
+def test_diff_quiet_and_not_a_terminal(eager, trace):
+    code, _, err = _run_with_tty_stderr(["diff", eager, trace, "--quiet"])
+    assert code == 0 and err == b""
+    proc = subprocess.run([sys.executable, "-m", "cgprof", "diff", eager, trace],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == b""
+
+
+def test_diff_error_line_starts_clean(eager, tmp_path):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"not a database at all" * 100)
+    code, out, err = _run_with_tty_stderr(["diff", eager, str(bad)])
+    assert code != 0 and out == ""
+    last = err.split(b"\r\x1b[2K")[-1].decode()
+    assert last.startswith("Error: ") and str(bad) in last and "Traceback" not in last
+
+
+def test_a_note_starts_on_a_line_of_its_own(trace, tmp_path, monkeypatch):
+    """A note said while the bar is drawn (here: the trace is read in chunks under a tiny
+    cap) wipes the bar's line first, so that it reads as a line of its own."""
+    monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CGPROF_CHUNK_STEPS", "3")
+    code, out, err = _run_with_tty_stderr(["diff", trace, trace, "--memory-limit", "100MB"])
+    assert code == 0, err
+    text = err.decode()
+    assert "read a chunk of steps at a time" in text
+    for line in text.replace("\r\n", "\n").split("\n"):
+        if "cgprof: note:" in line:
+            # what precedes the note on its line was wiped (no bar text left before it)
+            assert line.split("cgprof: note:")[0].split("\r\x1b[2K")[-1] == "", line

@@ -2,46 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import engine_options, note_apart, note_chunked
+from cgprof.commands.progress import clear, progress_bar
 from cgprof.errors import CgprofError, OutputExistsError
-
-#: Progress messages one analysis sends (load: strings, kernels, API calls, copies, NVTX, cache;
-#: metrics: API calls, steps, gaps, replays, summary): the bar's length.
-_STAGES = 11
-
-
-def _progress(quiet: bool):
-    """A progress bar on stderr, only when stderr is a terminal and not --quiet.
-
-    One line, redrawn in place: ``cgprof: reading kernels ... [###-------] 3/11 1.2 s``.
-    """
-    if quiet or not sys.stderr.isatty():
-        return None
-    import time
-
-    state: dict[str, Any] = {"n": 0, "t0": time.monotonic()}  # n: int, t0: float
-
-    def say(msg: str) -> None:
-        state["n"] = min(state["n"] + 1, _STAGES)
-        done = state["n"] * 20 // _STAGES
-        sys.stderr.write(f"\r\x1b[2Kcgprof: {msg} ... [{'#' * done}{'-' * (20 - done)}] "
-                         f"{state['n']}/{_STAGES} {time.monotonic() - state['t0']:.1f} s")
-        sys.stderr.flush()
-
-    return say
-
-
-def _clear(say) -> None:
-    if say is not None:
-        sys.stderr.write("\r\x1b[2K")
-        sys.stderr.flush()
 
 
 def _is_trace_dir(path: Path) -> bool:
@@ -174,7 +142,7 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
             from cgprof.diff import parse_steps
 
             window = parse_steps(steps_window)[0]
-        say = _progress(quiet)
+        say = progress_bar(quiet)
         results: list = []
         if many:
             from cgprof.parallel import analyze_files, expand_inputs
@@ -184,7 +152,7 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
                                              min_gap_us=min_gap_us, jobs=jobs, dask=dask,
                                              rank=rank, progress=say))
             finally:
-                _clear(say)
+                clear(say)
         else:
             for path in traces:
                 try:
@@ -201,7 +169,7 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
                         path, step, skip, min_gap_us, rank, say, html=html_out is not None,
                         all_gaps=all_gaps, apart=apart))
                 finally:
-                    _clear(say)
+                    clear(say)
         raise_if_stopped()  # (a signal's: no report)
         one = results[0]
         if html_out is not None and hasattr(one, "cross"):

@@ -72,13 +72,14 @@ def _give_back(apart: _Apart) -> None:
     release_memory(apart.rows)
 
 
-def _run(path: Path, step, skip, jobs, rank=None, runs=None):
+def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None):
     """An AnalysisResult, or a RanksResult for a folder or a trace of several ranks; with
     ``rank``, that rank alone as an AnalysisResult with its trace (for the step-aligned table
     and the HTML timeline; a one-process run has only rank 0). ``runs``: the views of it the
     diff shows (label, steps, mode), given when they need no events (no HTML page): a
     one-process trace whose whole analysis would exceed the memory cap is then analysed a
-    chunk of steps at a time, gathering their totals (:func:`_chunked`)."""
+    chunk of steps at a time, gathering their totals (:func:`_chunked`). ``say``: the
+    progress bar's (cgprof.commands.progress), or None."""
     from cgprof.engine import apart_wanted
     from cgprof.metrics import analyze
     from cgprof.parallel import analyze_files, expand_inputs, is_trace_dir
@@ -100,58 +101,61 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None):
             raise CgprofError(error)
 
     if path.is_dir() and not is_trace_dir(path):
-        run = analyze_files(expand_inputs([path]), step=step, skip=skip, jobs=jobs)
+        run = analyze_files(expand_inputs([path]), step=step, skip=skip, jobs=jobs,
+                            progress=say)
         if rank is None:
             return run
         # rank ids come from every file's markers; the rank's file is read again for its trace
         fail_unless([r.rank_id for r in run.ranks])
         found = next(r for r in run.ranks if r.rank_id == rank)
         if apart_heads(found.path):  # whole, it would hold more than the memory cap
-            return analyze(rank_part(found.path, found.pid), step=step, skip=skip)
-        trace = load(found.path)
+            return analyze(rank_part(found.path, found.pid, progress=say), step=step,
+                           skip=skip, progress=say)
+        trace = load(found.path, say)
         if len(gpu_pids(trace)) > 1:
             trace = sub_trace(trace, found.pid)
-        return analyze(trace, step=step, skip=skip)
+        return analyze(trace, step=step, skip=skip, progress=say)
     apart = apart_heads(path)
     if apart:  # whole, it would hold more than the memory cap: one rank's rows at a time
         note_apart(path, len(apart))
         if rank is None:
             return analyze_ranks_apart(path, apart, step=step, skip=skip, keep=False,
-                                       gap_limit=0)
+                                       gap_limit=0, progress=say)
         fail_unless([h.rank_id for h in apart])
-        return analyze(rank_part(path, next(h.pid for h in apart if h.rank_id == rank)),
-                       step=step, skip=skip)
+        return analyze(rank_part(path, next(h.pid for h in apart if h.rank_id == rank),
+                                 progress=say), step=step, skip=skip, progress=say)
     drawn = False  # read whole over the cap for the HTML page
     if rank is None and apart_wanted(path):
         if runs is None:
             drawn = True
         else:
-            chunked = _chunked(path, step, skip, runs)
+            chunked = _chunked(path, step, skip, runs, say)
             if chunked is not None:
                 return chunked
-    trace = load(path)
+    trace = load(path, say)
     if drawn and len(gpu_pids(trace)) == 1:
         note_drawn_whole(path)
     if len(gpu_pids(trace)) > 1:
         if rank is None:  # the ranks' tables are compared: no timeline, no gap list
-            return analyze_ranks(trace, step=step, skip=skip, keep=False, gap_limit=0)
+            return analyze_ranks(trace, step=step, skip=skip, keep=False, gap_limit=0,
+                                 progress=say)
         heads = rank_heads(trace)  # only the rank asked for is cut and analysed
         fail_unless([h.rank_id for h in heads])
         pid = next(h.pid for h in heads if h.rank_id == rank)
-        return analyze(sub_trace(trace, pid), step=step, skip=skip)
+        return analyze(sub_trace(trace, pid), step=step, skip=skip, progress=say)
     if rank is not None:
         fail_unless([0])
-    return analyze(trace, step=step, skip=skip)
+    return analyze(trace, step=step, skip=skip, progress=say)
 
 
-def _chunked(path: Path, step, skip, runs):
+def _chunked(path: Path, step, skip, runs, say=None):
     """The chunked analysis of the one-process trace at ``path`` with the totals of the
     views ``runs`` (cgprof.metrics.chunked.analyze_capped), or None when that path does not
     take it (analysed whole then, the cap noted at the end)."""
     from cgprof.diff import window_asker
     from cgprof.metrics.chunked import analyze_capped
 
-    return analyze_capped(path, step=step, skip=skip,
+    return analyze_capped(path, step=step, skip=skip, progress=say,
                           planned=lambda chunks: note_chunked(path, chunks), gap_limit=0,
                           windows=window_asker(path, runs))
 
@@ -187,10 +191,11 @@ def _chunked(path: Path, step, skip, runs):
                    "table, --steps, --mode and the HTML report); without it, runs of "
                    "several ranks are compared rank by rank and overall.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
 @engine_options
 @writing_in_background
 def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, skip,
-            max_events, jobs, rank, force) -> None:
+            max_events, jobs, rank, force, quiet) -> None:
     """Compare CANDIDATE against BASELINE (nsys SQLite exports), step i against step i.
 
     \b
@@ -204,6 +209,7 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
     are compared rank by rank and overall; --rank N compares one rank step by step.
     """
     from cgprof.commands import heavy_imports
+    from cgprof.commands.progress import clear, labelled, progress_bar
     from cgprof.report.output import check_writable, write_atomic
     from cgprof.scratch import raise_if_stopped
 
@@ -213,6 +219,7 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
         from cgprof.diff import windows as run_windows
         from cgprof.report import diff_text
 
+    bar = None
     try:
         step_windows = parse_steps(steps)
         modes = parse_modes(mode)
@@ -229,9 +236,11 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             check_writable(p, force)
         run_a, run_b = run_windows(names, step_windows, modes)
         same = Path(baseline).resolve() == Path(candidate).resolve()
+        bar = progress_bar(quiet, traces=1 if same else 2)
+        say_a, say_b = (labelled(bar, Path(p).name) for p in (baseline, candidate))
         # views without events (no HTML page) are what a chunked analysis can give
         runs = None if html_out is not None else [run_a, run_b] if same else [run_a]
-        base = _run(baseline, step, skip, jobs, rank, runs)
+        base = _run(baseline, step, skip, jobs, rank, runs, say_a)
         # The diff reads the runs' views only: the baseline's is made before the candidate
         # is analysed and keeps none of its analysis's events but those its timeline can
         # draw (-o), so that one big analysis is held at a time (RunView.without_events,
@@ -248,17 +257,18 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             base = None
             _give_back(early)
         cand = base if same else _run(candidate, step, skip, jobs, rank,
-                                      None if html_out is not None else [run_b])
+                                      None if html_out is not None else [run_b], say_b)
         if hasattr(base, "cross") or hasattr(cand, "cross"):
             from cgprof.ranks import as_ranks, diff_ranks
 
             if base is None:  # let go above: analysed again (read from its cache entry)
-                base = _run(baseline, step, skip, jobs, rank)
+                base = _run(baseline, step, skip, jobs, rank, say=say_a)
             if html_out is not None or steps is not None or mode is not None:
                 raise CgprofError("multi-rank runs are compared rank by rank on their "
                                   "steady-state steps; -o, --steps and --mode compare two "
                                   "single-rank traces: pick one rank with --rank N")
             rd = diff_ranks(as_ranks(base), as_ranks(cand), labels=names)
+            clear(bar)
             raise_if_stopped()  # (a signal's: no report)
             if json_out == "-":
                 click.echo(diff_text.render_ranks_json(rd), nl=False)
@@ -275,6 +285,7 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             cand = None
             _give_back(late)
             result = compare(early.view(), late.view())
+        clear(bar)
         raise_if_stopped()  # (a signal's: no report)
         if json_out == "-":
             click.echo(diff_text.render_json(result), nl=False)
@@ -291,3 +302,5 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             click.echo(f"wrote {html_out}", err=json_out == "-")
     except CgprofError as exc:
         raise click.ClickException(str(exc)) from None
+    finally:  # (an error's line, or a stop's, starts on a line of its own)
+        clear(bar)

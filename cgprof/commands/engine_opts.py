@@ -61,6 +61,16 @@ def peak_rss() -> int | None:
                       resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 
 
+def _note(text: str) -> None:
+    """``cgprof: note: text`` on a line of its own on stderr: a progress bar being drawn
+    there (cgprof.commands.progress) is wiped first, and redrawn at its next stage."""
+    import sys
+
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[2K")
+    click.echo(f"cgprof: note: {text}", err=True)
+
+
 def _note_over_cap(cap: str, source: str) -> None:
     """One line on stderr when the command held more memory than the cap the user set: the cap
     bounds the SQLite read and how much of a trace is read at once (a rank; for `analyze`, a
@@ -71,12 +81,12 @@ def _note_over_cap(cap: str, source: str) -> None:
     peak = peak_rss()
     if peak is None or peak <= parse_size(cap):
         return
-    click.echo(f"cgprof: note: this run held {peak / 1e9:.2f} GB at its peak, above "
-               f"{source} {cap}, which caps the SQLite read and how much of a trace is read "
-               f"at once (a multi-rank trace one rank at a time; for `analyze`, `check` and "
-               f"`diff` without -o, a "
-               f"one-process trace a chunk of steps at a time): what an analysis keeps beside "
-               f"is not capped (docs/engine.md)", err=True)
+    _note(f"this run held {peak / 1e9:.2f} GB at its peak, above "
+          f"{source} {cap}, which caps the SQLite read and how much of a trace is read "
+          f"at once (a multi-rank trace one rank at a time; for `analyze`, `check` and "
+          f"`diff` without -o, a "
+          f"one-process trace a chunk of steps at a time): what an analysis keeps beside "
+          f"is not capped (docs/engine.md)")
 
 
 def note_apart(path: Any, ranks: int) -> None:
@@ -88,9 +98,9 @@ def note_apart(path: Any, ranks: int) -> None:
         return  # asked for: nothing to explain
     need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
     cached = "; each rank is cached apart" if C.enabled() else ""
-    click.echo(f"cgprof: note: {path}: read rank by rank ({ranks} ranks, one at a time): "
-               f"its whole analysis would hold ~{need / 1e9:.1f} GB, above the memory cap "
-               f"{E.memory_limit()}{cached}", err=True)
+    _note(f"{path}: read rank by rank ({ranks} ranks, one at a time): "
+          f"its whole analysis would hold ~{need / 1e9:.1f} GB, above the memory cap "
+          f"{E.memory_limit()}{cached}")
 
 
 def note_chunked(path: Any, chunks: int) -> None:
@@ -99,9 +109,9 @@ def note_chunked(path: Any, chunks: int) -> None:
     from cgprof import engine as E
 
     need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
-    click.echo(f"cgprof: note: {path}: read a chunk of steps at a time ({chunks} "
-               f"chunk{'' if chunks == 1 else 's'}): its whole analysis would hold "
-               f"~{need / 1e9:.1f} GB, above the memory cap {E.memory_limit()}", err=True)
+    _note(f"{path}: read a chunk of steps at a time ({chunks} "
+          f"chunk{'' if chunks == 1 else 's'}): its whole analysis would hold "
+          f"~{need / 1e9:.1f} GB, above the memory cap {E.memory_limit()}")
 
 
 def note_drawn_whole(path: Any) -> None:
@@ -110,10 +120,10 @@ def note_drawn_whole(path: Any) -> None:
     from cgprof import engine as E
 
     need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
-    click.echo(f"cgprof: note: {path}: read whole for the HTML page (-o draws its events): "
-               f"its analysis may hold ~{need / 1e9:.1f} GB, above the memory cap "
-               f"{E.memory_limit()}; without -o, the text and JSON diffs read it a chunk of "
-               f"steps at a time", err=True)
+    _note(f"{path}: read whole for the HTML page (-o draws its events): "
+          f"its analysis may hold ~{need / 1e9:.1f} GB, above the memory cap "
+          f"{E.memory_limit()}; without -o, the text and JSON diffs read it a chunk of "
+          f"steps at a time")
 
 
 def _note_fallback(reason: str | None) -> None:
@@ -122,10 +132,10 @@ def _note_fallback(reason: str | None) -> None:
     ~6 s instead of ~1.4 s on the H200 host), so a user learns why and what to install."""
     if reason is None:
         return
-    click.echo(f"cgprof: note: SQLite was read through sqlite3, several times slower than "
-               f"DuckDB's SQLite scanner, which is not installed ({reason}); install cgprof's "
-               f"pinned duckdb and duckdb-extension-sqlite-scanner (pip install cgprof "
-               f"installs them)", err=True)
+    _note(f"SQLite was read through sqlite3, several times slower than "
+          f"DuckDB's SQLite scanner, which is not installed ({reason}); install cgprof's "
+          f"pinned duckdb and duckdb-extension-sqlite-scanner (pip install cgprof "
+          f"installs them)")
 
 
 def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
