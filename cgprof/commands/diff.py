@@ -8,6 +8,7 @@ line, no traceback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -160,6 +161,20 @@ def _chunked(path: Path, step, skip, runs, say=None):
                           windows=window_asker(path, runs))
 
 
+def _emit(text: str, document: Callable[[], str], json_out: str | None, force: bool) -> None:
+    """The diff's report: the JSON ``document()`` alone on stdout with ``--json -``, else
+    the ``text`` table, and with ``--json PATH`` the document written to PATH too."""
+    from cgprof.report.output import write_atomic
+
+    if json_out == "-":
+        click.echo(document(), nl=False)
+        return
+    click.echo(text, nl=False)
+    if json_out is not None:
+        write_atomic(Path(json_out), document(), force)
+        click.echo(f"wrote {json_out}")
+
+
 @click.command("diff")
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
@@ -270,13 +285,8 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             rd = diff_ranks(as_ranks(base), as_ranks(cand), labels=names)
             clear(bar)
             raise_if_stopped()  # (a signal's: no report)
-            if json_out == "-":
-                click.echo(diff_text.render_ranks_json(rd), nl=False)
-            else:
-                click.echo(diff_text.render_ranks(rd), nl=False)
-                if json_out is not None:
-                    write_atomic(Path(json_out), diff_text.render_ranks_json(rd), force)
-                    click.echo(f"wrote {json_out}")
+            _emit(diff_text.render_ranks(rd), lambda: diff_text.render_ranks_json(rd),
+                  json_out, force)
             return
         if early is None:
             result = compare(view(base, *run_a), view(cand, *run_b))
@@ -287,13 +297,7 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             result = compare(early.view(), late.view())
         clear(bar)
         raise_if_stopped()  # (a signal's: no report)
-        if json_out == "-":
-            click.echo(diff_text.render_json(result), nl=False)
-        else:
-            click.echo(diff_text.render(result), nl=False)
-            if json_out is not None:
-                write_atomic(Path(json_out), diff_text.render_json(result), force)
-                click.echo(f"wrote {json_out}")
+        _emit(diff_text.render(result), lambda: diff_text.render_json(result), json_out, force)
         if html_out is not None:
             from cgprof.report import html
 
