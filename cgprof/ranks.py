@@ -697,7 +697,8 @@ def _rank_results(path: Any, chosen: Sequence[RankHead], spill: Any, shape: Any,
 
 
 def _prefixed(progress: Any, prefix: str) -> Any:
-    return lambda msg: progress(prefix + msg)
+    # (a cgprof.scratch.Detail stays one)
+    return lambda msg: progress(type(msg)(prefix + msg))
 
 
 def with_others(results: Sequence[RankResult], trace: Trace, path: str) -> list[RankResult]:

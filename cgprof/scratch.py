@@ -206,6 +206,13 @@ def stop_on_signals() -> None:
             return
 
 
+class Detail(str):
+    """A progress message within the stage under way (a chunk of a chunked pass, say): a
+    progress bar shows it without counting a stage (cgprof.commands.progress)."""
+
+    __slots__ = ()
+
+
 def checkpoint(progress: Callable[[str], None] | None = None) -> Callable[[str], None]:
     """``progress`` (None: nothing) behind :func:`raise_if_stopped`: what a load or an
     analysis calls at each of its stages, where a stop (:func:`stop_on_signals`) is

@@ -106,3 +106,11 @@ def test_a_note_starts_on_a_line_of_its_own(trace, tmp_path, monkeypatch):
         if "cgprof: note:" in line:
             # what precedes the note on its line was wiped (no bar text left before it)
             assert line.split("cgprof: note:")[0].split("\r\x1b[2K")[-1] == "", line
+    # each chunk and slice is said, within its stage: the bar's count does not move
+    draws = [d for d in text.split("\r\x1b[2K") if d.startswith("cgprof: ")]
+    chunks = [d for d in draws if ": measuring the steps: chunk " in d]
+    slices = [d for d in draws if ": measuring GPU gaps: slice " in d]
+    assert len(chunks) >= 3 and "chunk 1 of " in chunks[0] and len(slices) >= 3
+    for said in (chunks, slices):
+        counts = {d.split("] ")[1].split(" ")[0] for d in said}
+        assert len(counts) == 1, counts  # e.g. {"4/11"}

@@ -11,6 +11,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from cgprof.scratch import Detail
+
 #: Progress messages one analysis sends (load: strings, kernels, API calls, copies, NVTX,
 #: cache; metrics: API calls, steps, gaps, replays, summary): the bar's length per trace.
 STAGES = 11
@@ -27,7 +29,9 @@ def progress_bar(quiet: bool, traces: int = 1) -> Say | None:
     state: dict[str, float] = {"n": 0, "t0": time.monotonic()}
 
     def say(msg: str) -> None:
-        state["n"] = n = min(int(state["n"]) + 1, stages)
+        # a Detail (cgprof.scratch) is within the stage shown: the count stays
+        step = 0 if isinstance(msg, Detail) else 1
+        state["n"] = n = min(int(state["n"]) + step, stages)
         done = n * 20 // stages
         sys.stderr.write(f"\r\x1b[2Kcgprof: {msg} ... [{'#' * done}{'-' * (20 - done)}] "
                          f"{n}/{stages} {time.monotonic() - state['t0']:.1f} s")
@@ -37,10 +41,11 @@ def progress_bar(quiet: bool, traces: int = 1) -> Say | None:
 
 
 def labelled(say: Say | None, label: str) -> Say | None:
-    """``say`` with each message prefixed ``label: `` (which trace it is about)."""
+    """``say`` with each message prefixed ``label: `` (which trace it is about; a
+    :class:`cgprof.scratch.Detail` stays one)."""
     if say is None:
         return None
-    return lambda msg: say(f"{label}: {msg}")
+    return lambda msg: say(type(msg)(f"{label}: {msg}"))
 
 
 def clear(say: Say | None) -> None:

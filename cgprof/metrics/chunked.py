@@ -61,7 +61,7 @@ from cgprof.metrics.windows import (
     merge_name_totals,
     name_totals,
 )
-from cgprof.scratch import checkpoint
+from cgprof.scratch import Detail, checkpoint
 from cgprof.trace import column, constant_value, distinct_pids
 
 __all__ = ["Chunk", "plan", "cut_calls", "rows_of_corr"]
@@ -309,7 +309,8 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     lows, highs = [_MIN] + cuts, cuts + [_MAX]
     parts = _Parts()
     replayed = False
-    for c, t0, t1 in zip(chunks, lows, highs, strict=True):
+    for i, (c, t0, t1) in enumerate(zip(chunks, lows, highs, strict=True)):
+        say(Detail(f"measuring the steps: chunk {i + 1} of {len(chunks)}"))
         sub = load(E.RowRange(start=(t0, t1), corr=(c.corr_lo, c.corr_hi)))
         calls_c = api_calls(sub, derived=False)
         if len(calls_c) != c.r1 - c.r0:
@@ -346,14 +347,14 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
         assert families is not None  # (made with windows)
         say("summing the kernels of the windows' steps a chunk at a time")
         asked = _Asked.of(steps.steps, windows)
-        asked.sum_kernels(chunks, load, (call_step, corr0))
+        asked.sum_kernels(chunks, load, (call_step, corr0), say)
         asked.take_replays(replays.replays, (call_step, corr0))
         asked.families = families
     del families
 
     say("measuring GPU gaps a slice of time at a time")
     min_gap_ns = int(round(min_gap_us * 1000))
-    ops = _timeline(path, lows, highs, n_calls, spill)
+    ops = _timeline(path, lows, highs, n_calls, spill, say)
     gaps = _gaps(ops, narrow, span, window, min_gap_ns, steps, (call_step, corr0), gap_limit,
                  asked.bins if asked is not None else ())
     del ops, narrow, call_step
@@ -408,15 +409,16 @@ class _Asked:
         return cls(steps, visible, tuple(bins))
 
     def sum_kernels(self, chunks: list[Chunk], load: Callable[[E.RowRange], Any],
-                    lookup: tuple[np.ndarray, int]) -> None:
+                    lookup: tuple[np.ndarray, int], say: Callable[[str], None]) -> None:
         """Each window's kernels per name, a chunk's kernels at a time (those its calls
         launched: their correlation ids), each kernel's step that of its call."""
         from cgprof import schema as S
 
         table, lo = lookup
-        for c in chunks:
+        for i, c in enumerate(chunks):
             if c.r1 == c.r0 or not any(len(v) for v in self.visible):
                 continue
+            say(Detail(f"summing the windows' kernels: chunk {i + 1} of {len(chunks)}"))
             sub = load(E.RowRange(corr=(c.corr_lo, c.corr_hi), tables=[S.KERNEL],
                                   columns={S.KERNEL: _SUMMARY}))
             kernels = sub.stored("kernels")
@@ -519,19 +521,21 @@ class _Parts:
         return merge_verdict_partials(self.verdict_parts, joined=True)
 
 
-def _timeline(path: Path, lows: list[int], highs: list[int], rows: int, spill: Any
-              ) -> Callable[[], Iterator[pd.DataFrame]]:
+def _timeline(path: Path, lows: list[int], highs: list[int], rows: int, spill: Any,
+              say: Callable[[str], None]) -> Callable[[], Iterator[pd.DataFrame]]:
     """The GPU ops (:func:`cgprof.metrics.gpu.gpu_ops`) of the trace at ``path``, only the
     columns the gap sweep reads (:func:`_narrow`), a slice of start times at a time: a
-    callable that reads the slices (again at each call). The ops are sorted by start, so the
-    slices joined (:func:`_join`) are the whole table's rows in its order."""
+    callable that reads the slices (again at each call), saying each (``say``). The ops are
+    sorted by start, so the slices joined (:func:`_join`) are the whole table's rows in
+    its order."""
     from cgprof import schema as S
     from cgprof import trace as T
 
     gpu = [S.KERNEL, S.MEMCPY, S.MEMSET, S.GRAPH_TRACE]
 
     def slices() -> Iterator[pd.DataFrame]:
-        for t0, t1 in zip(lows, highs, strict=True):
+        for i, (t0, t1) in enumerate(zip(lows, highs, strict=True)):
+            say(Detail(f"measuring GPU gaps: slice {i + 1} of {len(lows)}"))
             sub = T.load_rows(path, E.RowRange(gpu_start=(t0, t1), tables=gpu), spill=spill)
             ops = gpu_ops(sub)
             del sub
