@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cgprof.errors import CgprofError
+from cgprof.scratch import prefixed
 
 __all__ = [
     "BASELINE_KIND",
@@ -301,7 +302,8 @@ def _json_run(doc: dict[str, Any]) -> RunFigures:
 
 def load_run(path: str | Path, step: str | None = None, skip: int = 0,
              only: int | None = None,
-             planned: Callable[[Path, int], None] | None = None) -> RunFigures:
+             planned: Callable[[Path, int], None] | None = None,
+             progress: Callable[[str], None] | None = None) -> RunFigures:
     """Figures of a trace or JSON document, one set per rank.
 
     A trace whose GPU work comes from several processes (a ``torchrun`` job in one nsys
@@ -314,7 +316,8 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
     Within the memory cap as ``cgprof analyze``: a trace of several ranks whose whole
     analysis would exceed it is read one rank at a time, a one-process trace a chunk of
     steps at a time (cgprof.metrics.chunked.analyze_capped: the same figures);
-    ``planned(path, chunks)`` is told how many chunks."""
+    ``planned(path, chunks)`` is told how many chunks. ``progress``: told each stage of
+    the load and the analysis (a rank's prefixed ``rank ID (i/n):``)."""
     path = Path(path)
     if path.is_file() and _is_json(path):
         return _json_run(_load_json(path))
@@ -333,23 +336,27 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
 
     apart = apart_heads(path)
     if apart:  # whole, it would hold more than the memory cap: one rank's rows at a time
-        done = apart_results(path, apart, step=step, skip=skip, only=only)
+        done = apart_results(path, apart, step=step, skip=skip, only=only,
+                             progress=progress)
         return RunFigures({r.rank_id: figures(r.result) for r in done}, True,
                           [h.rank_id for h in apart])
     if apart_wanted(path):  # one process over the cap: a chunk of steps at a time
-        chunked = analyze_capped(path, step=step, skip=skip, planned=None if planned is None
+        chunked = analyze_capped(path, step=step, skip=skip, progress=progress,
+                                 planned=None if planned is None
                                  else lambda chunks: planned(path, chunks))
         if chunked is not None:
             return RunFigures({0: figures(chunked)}, False, [0])
-    trace = load(path)
+    trace = load(path, progress)
     if len(gpu_pids(trace)) <= 1:
-        return RunFigures({0: figures(analyze(trace, step=step, skip=skip))}, False, [0])
+        return RunFigures({0: figures(analyze(trace, step=step, skip=skip,
+                                              progress=progress))}, False, [0])
     heads = rank_heads(trace)
     ids = [h.rank_id for h in heads]
     chosen = [h for h in heads if only is None or h.rank_id == only]
-    return RunFigures({h.rank_id: figures(analyze_rank(rank_of(trace, h), str(path),
-                                                       step=step, skip=skip).result)
-                       for h in chosen}, True, ids)
+    return RunFigures({h.rank_id: figures(analyze_rank(
+        rank_of(trace, h), str(path), step=step, skip=skip,
+        progress=prefixed(progress, f"rank {h.rank_id} ({i}/{len(chosen)}): ")).result)
+        for i, h in enumerate(chosen, 1)}, True, ids)
 
 
 def run_baseline_document(run: RunFigures, source: str) -> dict[str, Any]:

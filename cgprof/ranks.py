@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.errors import AnalysisError
+from cgprof.scratch import prefixed
 from cgprof.trace import DERIVED, Trace, device_ids, gpu_pids, used_gpus
 
 __all__ = [
@@ -517,8 +518,7 @@ def analyze_ranks(trace: Trace, step: str | None = None, skip: int = 0,
     path = str(trace.path)
     results = []
     for i, h in enumerate(heads):
-        say = None if progress is None else _prefixed(progress, f"rank {h.rank_id} "
-                                                                f"({i + 1}/{len(heads)}): ")
+        say = prefixed(progress, f"rank {h.rank_id} ({i + 1}/{len(heads)}): ")
         r = analyze_rank(rank_of(trace, h), path, step=step, skip=skip,
                          min_gap_us=min_gap_us, progress=say)
         whole = keep if isinstance(keep, bool) else keep == h.rank_id
@@ -679,8 +679,7 @@ def _rank_results(path: Any, chosen: Sequence[RankHead], spill: Any, shape: Any,
     path_s = str(path)
     results = []
     for i, h in enumerate(chosen):
-        say = None if progress is None else _prefixed(progress, f"rank {h.rank_id} "
-                                                                f"({i + 1}/{len(chosen)}): ")
+        say = prefixed(progress, f"rank {h.rank_id} ({i + 1}/{len(chosen)}): ")
         sub = rank_part(path, h.pid, progress=say, spill=spill)
         rk = Rank(rank_id=h.rank_id, pid=h.pid, device_ids=h.device_ids, trace=sub,
                   source=h.source, marker=h.marker)
@@ -694,11 +693,6 @@ def _rank_results(path: Any, chosen: Sequence[RankHead], spill: Any, shape: Any,
         finish_writes()  # its cache entry (written beside the analysis) before the next rank
         release_memory(rows)
     return results
-
-
-def _prefixed(progress: Any, prefix: str) -> Any:
-    # (a cgprof.scratch.Detail stays one)
-    return lambda msg: progress(type(msg)(prefix + msg))
 
 
 def with_others(results: Sequence[RankResult], trace: Trace, path: str) -> list[RankResult]:

@@ -213,6 +213,15 @@ class Detail(str):
     __slots__ = ()
 
 
+def prefixed(progress: Callable[[str], None] | None, prefix: str
+             ) -> Callable[[str], None] | None:
+    """``progress`` (None: None) with ``prefix`` before each message (which rank or trace
+    it is about); a :class:`Detail` stays one."""
+    if progress is None:
+        return None
+    return lambda msg: progress(type(msg)(prefix + msg))
+
+
 def checkpoint(progress: Callable[[str], None] | None = None) -> Callable[[str], None]:
     """``progress`` (None: nothing) behind :func:`raise_if_stopped`: what a load or an
     analysis calls at each of its stages, where a stop (:func:`stop_on_signals`) is

@@ -114,3 +114,16 @@ def test_a_note_starts_on_a_line_of_its_own(trace, tmp_path, monkeypatch):
     for said in (chunks, slices):
         counts = {d.split("] ")[1].split(" ")[0] for d in said}
         assert len(counts) == 1, counts  # e.g. {"4/11"}
+
+
+def test_check_progress_names_the_trace_and_the_baseline(eager, trace):
+    code, out, err = _run_with_tty_stderr(["check", trace, "--baseline", eager,
+                                           "--max", "launch_calls_per_step=1000", "--json", "-"])
+    assert code in (0, 1), err  # (a regression rule may fail: exit 1 is a verdict)
+    assert b"cgprof: mlp_train_graph.sqlite: reading kernels ..." in err
+    assert b"cgprof: mlp_train_eager.sqlite: measuring GPU gaps ..." in err
+    assert b"/22 " in err and err.endswith(b"\r\x1b[2K")
+    json.loads(out)  # stdout: the JSON alone
+    code, out, err = _run_with_tty_stderr(["check", trace, "--max",
+                                           "launch_calls_per_step=1000", "--quiet"])
+    assert code == 0 and err == b"" and "launch_calls_per_step" in out

@@ -14,6 +14,7 @@ import click
 
 from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import engine_options, note_chunked
+from cgprof.commands.progress import clear, labelled, progress_bar
 from cgprof.errors import CgprofError
 
 
@@ -64,11 +65,13 @@ FIGURE_HELP = ("FIGURE is one of steps, step_p50_ns, step_p99_ns, launch_calls_p
               help="Check only rank N of a trace of several ranks (a single-process trace is "
                    "rank 0).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
 @click.pass_context
 @engine_options
 @writing_in_background
 def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_path, step, skip,
-            json_out, junit_out, github, save_baseline, history, commit, rank, force) -> None:
+            json_out, junit_out, github, save_baseline, history, commit, rank, force,
+            quiet) -> None:
     """Check TRACE's CUDA Graph health against rules; exit 0 pass, 1 fail, 2 bad input.
 
     A trace of several ranks (one report of a torchrun job) is checked rank by rank: every
@@ -128,12 +131,18 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
             check_writable(p, force)
         if history is not None:
             C.check_history_file(history)
-        run = C.load_run(trace, step=step, skip=skip, only=rank,
-                         planned=note_chunked).select(rank, trace)
-        base_run = None
-        if baseline is not None:
-            base_run = C.load_run(baseline, step=step, skip=skip,
-                                  only=rank if run.multi else None, planned=note_chunked)
+        # a trace baseline is analysed too (a JSON one is only read)
+        bar = progress_bar(quiet, traces=2 if baseline is not None else 1)
+        try:
+            run = C.load_run(trace, step=step, skip=skip, only=rank, planned=note_chunked,
+                             progress=labelled(bar, trace.name)).select(rank, trace)
+            base_run = None
+            if baseline is not None:
+                base_run = C.load_run(baseline, step=step, skip=skip,
+                                      only=rank if run.multi else None, planned=note_chunked,
+                                      progress=labelled(bar, baseline.name))
+        finally:
+            clear(bar)
         if save_baseline is not None:
             doc = C.run_baseline_document(run, str(trace))
             import json

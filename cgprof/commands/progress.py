@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from cgprof.scratch import Detail
+from cgprof.scratch import Detail, prefixed
 
 #: Progress messages one analysis sends (load: strings, kernels, API calls, copies, NVTX,
 #: cache; metrics: API calls, steps, gaps, replays, summary): the bar's length per trace.
@@ -41,11 +41,8 @@ def progress_bar(quiet: bool, traces: int = 1) -> Say | None:
 
 
 def labelled(say: Say | None, label: str) -> Say | None:
-    """``say`` with each message prefixed ``label: `` (which trace it is about; a
-    :class:`cgprof.scratch.Detail` stays one)."""
-    if say is None:
-        return None
-    return lambda msg: say(type(msg)(f"{label}: {msg}"))
+    """``say`` with each message prefixed ``label: `` (which trace it is about)."""
+    return prefixed(say, f"{label}: ")
 
 
 def clear(say: Say | None) -> None:
