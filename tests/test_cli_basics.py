@@ -34,8 +34,9 @@ def test_python_m_cgprof_and_no_torch_import():
 
 
 def test_commands_load_lazily_and_analyze_imports_only_what_it_uses(tmp_path):
-    """`cgprof analyze` imports its own command module, not the other commands' (run's runner
-    configuration, check's rules) nor torch, plotly, dask or sqlite_utils."""
+    """`cgprof analyze` imports its own command module and the shared option and progress
+    modules, not the other commands' (run's runner configuration, check's rules) nor torch,
+    plotly, dask or sqlite_utils."""
     from pathlib import Path
 
     trace = Path(__file__).resolve().parents[1] / "traces" / "mlp_train_eager.sqlite"
@@ -52,7 +53,8 @@ def test_commands_load_lazily_and_analyze_imports_only_what_it_uses(tmp_path):
                           env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == (
-        "['cgprof.commands.analyze', 'cgprof.commands.engine_opts']")
+        "['cgprof.commands.analyze', 'cgprof.commands.engine_opts', "
+        "'cgprof.commands.progress']")
 
 
 def test_lazy_command_table_matches_the_commands():
