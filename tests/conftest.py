@@ -90,3 +90,56 @@ def make_db(tmp_path: Path) -> Callable[..., Path]:
         return make_nsys_db(tmp_path / (name or f"db{count}.sqlite"), **tables)
 
     return factory
+
+
+class Slices:
+    """A callable reading ``ops`` cut at rows ``cuts`` (ascending, from 0 to len(ops);
+    repeats: empty slices), as a chunked analysis reads its GPU timeline a slice at a time
+    (cgprof.metrics.gaps.measure_gaps_sliced_each); ``reads`` counts the reads."""
+
+    def __init__(self, ops: Any, cuts: list[int]):
+        self.ops, self.cuts, self.reads = ops, cuts, 0
+
+    def __call__(self) -> Any:
+        self.reads += 1
+        for a, b in zip(self.cuts[:-1], self.cuts[1:], strict=True):
+            yield self.ops.iloc[a:b]
+
+
+def every_cut(n: int, k: int, ends: int | None = None) -> list[int]:
+    """A cut every ``k`` of ``n`` rows; ``ends``: only in the first and last ``ends`` rows
+    (the rest one slice) when there are more than twice as many."""
+    if ends is None or n <= 2 * ends:
+        return [*range(0, n, k), n]
+    return [*range(0, ends, k), *range(n - ends, n, k), n]
+
+
+def random_cuts(n: int, seed: int, k: int) -> list[int]:
+    """About n / k random cuts of ``n`` rows, some repeated (empty slices), empty ones at
+    both ends."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    inner = rng.integers(0, n + 1, size=max(2, n // k))
+    inner = np.concatenate([inner, inner[: len(inner) // 4]])  # repeats
+    return [0, 0, *sorted(int(c) for c in inner), n, n]
+
+
+def with_tied_copies(ops: Any) -> tuple[Any, list[int]]:
+    """``ops`` with a copy after every 10th op on another stream, starting at the same time
+    (ending at the same time or 1 us later); and the copies' rows."""
+    import numpy as np
+    import pandas as pd
+
+    n = len(ops)
+    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
+    pick = np.arange(0, n - 1, 10)
+    copies = ops.iloc[pick].assign(end_ns=end[pick] + np.where(np.arange(len(pick)) % 2, 1000,
+                                                                0),
+                                   stream_id=ops["stream_id"].to_numpy()[pick] + 1)
+    both = pd.concat([ops.assign(copy=False), copies.assign(copy=True)], ignore_index=True)
+    both = both.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
+    rows = np.flatnonzero(both.pop("copy").to_numpy())
+    both["kind"] = both["kind"].astype(ops["kind"].dtype)
+    assert (start[pick] == both["start_ns"].to_numpy()[rows]).all()
+    return both, rows.tolist()

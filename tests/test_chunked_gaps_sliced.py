@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pandas.testing as pdt
 import pytest
-from conftest import wait_table
+from conftest import Slices, every_cut, random_cuts, wait_table, with_tied_copies
 
 import cgprof
 from cgprof.metrics import analyze, chunked
@@ -95,35 +95,6 @@ class _Wanted:
         return [self.got[id(a)] for a in asks]
 
 
-class _Slices:
-    """``ops`` cut at rows ``cuts`` (ascending, from 0 to len(ops); repeats: empty slices),
-    counting the reads."""
-
-    def __init__(self, ops: pd.DataFrame, cuts: list[int]):
-        self.ops, self.cuts, self.reads = ops, cuts, 0
-
-    def __call__(self) -> Iterator[pd.DataFrame]:
-        self.reads += 1
-        for a, b in zip(self.cuts[:-1], self.cuts[1:], strict=True):
-            yield self.ops.iloc[a:b]
-
-
-def _every(n: int, k: int, ends: int | None = None) -> list[int]:
-    """A cut every ``k`` rows; ``ends``: only in the first and last ``ends`` rows (the rest
-    one slice) when there are more than twice as many."""
-    if ends is None or n <= 2 * ends:
-        return [*range(0, n, k), n]
-    return [*range(0, ends, k), *range(n - ends, n, k), n]
-
-
-def _random(n: int, seed: int, k: int) -> list[int]:
-    """About n / k random cuts, some repeated (empty slices), empty ones at both ends."""
-    rng = np.random.default_rng(seed)
-    inner = rng.integers(0, n + 1, size=max(2, n // k))
-    inner = np.concatenate([inner, inner[: len(inner) // 4]])  # repeats
-    return [0, 0, *sorted(int(c) for c in inner), n, n]
-
-
 def _same_gaps(got: GapResult | None, want: GapResult | None) -> None:
     if want is None:
         assert got is None
@@ -150,9 +121,9 @@ def _check(got: list[Any], want: list[Any], asks: list[GapAsk], what: str) -> No
 
 def _sliced(ops: pd.DataFrame, calls: pd.DataFrame, cuts: list[int], asks: list[GapAsk],
             concat: Callable[[list[pd.DataFrame]], pd.DataFrame] | None = None,
-            ) -> tuple[list[Any], _Slices]:
+            ) -> tuple[list[Any], Slices]:
     assert cuts[0] == 0 and cuts[-1] == len(ops)
-    slices = _Slices(ops, cuts)
+    slices = Slices(ops, cuts)
     return G.measure_gaps_sliced_each(slices, calls, asks, concat), slices
 
 
@@ -196,8 +167,8 @@ def test_sliced_gaps_are_the_whole_measurement(path: Path, swept: dict[str, int]
     asks = _asks(case)
     want = _Wanted(ops, calls)
     runs = [([0, n], G.FILL_CHUNK, asks), ([0, n], 37, asks[2::7]),
-            (_every(n, 50), 37, asks[0::6]), (_random(n, n, 80), 5, asks[1::13]),
-            (_every(n, 7, 1000), 5, asks[3::20])]
+            (every_cut(n, 50), 37, asks[0::6]), (random_cuts(n, n, 80), 5, asks[1::13]),
+            (every_cut(n, 7, 1000), 5, asks[3::20])]
     for cuts, fill, some in runs:
         monkeypatch.setattr(G, "FILL_CHUNK", fill)
         got, slices = _sliced(ops, calls, cuts, some)
@@ -206,7 +177,7 @@ def test_sliced_gaps_are_the_whole_measurement(path: Path, swept: dict[str, int]
     assert swept == {"sweeps": sum(len(r[2]) for r in runs), "fallbacks": 0}
     # the one-measurement call
     a = asks[-4]
-    got1 = G.measure_gaps_sliced(_Slices(ops, _every(n, 13)), calls, a.window, a.min_gap_ns,
+    got1 = G.measure_gaps_sliced(Slices(ops, every_cut(n, 13)), calls, a.window, a.min_gap_ns,
                                  a.limit, a.wait, a.tables)
     _check([got1], want([a]), [a], "measure_gaps_sliced")
 
@@ -225,7 +196,7 @@ def test_a_slice_per_op(name: str, swept: dict[str, int],
     asks = [a for a in _asks(case) if (a.limit, a.min_gap_ns, a.wait is None) in (
         (5, 0, False), (1000, 5000, True)) or not a.tables]
     monkeypatch.setattr(G, "FILL_CHUNK", 5)
-    got, _ = _sliced(case.ops, case.calls, _every(len(case.ops), 1), asks)
+    got, _ = _sliced(case.ops, case.calls, every_cut(len(case.ops), 1), asks)
     _check(got, _reference(case.ops, case.calls, asks), asks, "a slice per op")
     assert swept == {"sweeps": len(asks), "fallbacks": 0}
 
@@ -242,9 +213,9 @@ def test_sliced_gaps_of_two_devices(traces_dir: Path, name: str, swept: dict[str
     windows = [*case.windows, (int(start[n // 3]) + 1, int(end[2 * n // 3]) - 1)]
     asks = _asks(case, windows)
     third = np.arange(n) % 3 == 0
-    for ids, runs in (((1, 0), ((_every(n, 7), 5, asks[0::11]), (_random(n, 7, 40), 37,
+    for ids, runs in (((1, 0), ((every_cut(n, 7), 5, asks[0::11]), (random_cuts(n, 7, 40), 37,
                                                                   asks[1::3]))),
-                      ((3, 1), ((_random(n, 5, 20), 37, asks[2::9]),))):
+                      ((3, 1), ((random_cuts(n, 5, 20), 37, asks[2::9]),))):
         two = ops.assign(device_id=np.where(third, *ids))
         want = _Wanted(two, calls)
         first = want(asks[:1])[0][0]
@@ -256,28 +227,6 @@ def test_sliced_gaps_of_two_devices(traces_dir: Path, name: str, swept: dict[str
     assert swept["fallbacks"] == 0
 
 
-def _with_ties(ops: pd.DataFrame) -> tuple[pd.DataFrame, list[int]]:
-    """``ops`` with a copy after every 10th op, on another stream: starting at the same time
-    and ending at the same time, or later, or (where it fits) starting 1 ns later and ending
-    at the same time (the tie that decides which op holds the running max end); and the
-    copies' rows (the shipped traces have no such ties)."""
-    n = len(ops)
-    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    pick = np.arange(0, n - 1, 10)
-    how = np.arange(len(pick)) % 3
-    new_end = end[pick] + np.where(how == 1, 1000, 0)
-    later = (how == 2) & (start[pick] + 1 < end[pick]) & (start[pick] + 1 < start[pick + 1])
-    new_start = start[pick] + later
-    copies = ops.iloc[pick].assign(start_ns=new_start, end_ns=new_end,
-                                   stream_id=ops["stream_id"].to_numpy()[pick] + 1)
-    both = pd.concat([ops.assign(copy=False), copies.assign(copy=True)], ignore_index=True)
-    both = both.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
-    rows = np.flatnonzero(both.pop("copy").to_numpy())
-    assert G.arrays_sorted([both["start_ns"].to_numpy(), both["end_ns"].to_numpy()])
-    both["kind"] = both["kind"].astype(ops["kind"].dtype)
-    return both, rows.tolist()
-
-
 @pytest.mark.parametrize("name", ["mlp_infer_graph", "resnet18_infer_eager",
                                   "mlp_train_graph_graphtrace"])
 def test_cuts_between_ops_that_start_together(traces_dir: Path, name: str,
@@ -286,7 +235,7 @@ def test_cuts_between_ops_that_start_together(traces_dir: Path, name: str,
     """Slices cut exactly between two ops that start together (and between two that end
     together), one device and two."""
     case = _taken(traces_dir / f"{name}.sqlite")
-    tied, rows = _with_ties(case.ops)
+    tied, rows = with_tied_copies(case.ops)
     n = len(tied)
     start = tied["start_ns"].to_numpy()
     assert (start[rows] == start[np.array(rows) - 1]).sum() > len(rows) // 2
@@ -310,7 +259,7 @@ def test_streams_too_far_apart_for_codes(traces_dir: Path, swept: dict[str, int]
     assert ops["stream_id"].nunique() > 1
     assert G._stream_table_swept(ops) is None
     asks = [a for a in _asks(case) if a.limit == 1000 and a.min_gap_ns == 0]
-    got, _ = _sliced(ops, case.calls, _random(len(ops), 3, 30), asks)
+    got, _ = _sliced(ops, case.calls, random_cuts(len(ops), 3, 30), asks)
     _check(got, _reference(ops, case.calls, asks), asks, "streams")
     assert swept["fallbacks"] == 0
 
@@ -331,7 +280,7 @@ def test_fallbacks(traces_dir: Path, swept: dict[str, int],
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     inside = np.flatnonzero((start >= window[0]) & (end <= window[1]))  # live, unclipped
     live = len(G._live_ops(ops, window))
-    cuts = _every(n, 50)
+    cuts = every_cut(n, 50)
 
     def run(ops: pd.DataFrame, cuts: list[int], reads: int, sweeps: int, fallbacks: int,
             asks: list[GapAsk] = asks, what: str = "") -> None:
@@ -383,7 +332,7 @@ def test_the_joined_fallback_keeps_its_concat(traces_dir: Path, swept: dict[str,
         return chunked._join(frames)
 
     asks = [GapAsk(case.windows[2], 0, None, case.wait)]
-    got, _ = _sliced(ops, case.calls, _random(n, 1, 100), asks, concat)
+    got, _ = _sliced(ops, case.calls, random_cuts(n, 1, 100), asks, concat)
     _check(got, _reference(ops, case.calls, asks), asks, "concat")
     assert joined and joined[0] > 1
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pandas.testing as pdt
 import pytest
-from conftest import wait_table
+from conftest import Slices, every_cut, random_cuts, wait_table, with_tied_copies
 
 import cgprof
 from cgprof.metrics import chunked
@@ -177,31 +176,6 @@ def _same(bins: tuple[GapBins, ...], want: list[pd.DataFrame], what: str) -> Non
         assert list(got.dtypes) == list(w.dtypes), what
 
 
-class _Slices:
-    """``ops`` cut at rows ``cuts`` (ascending, from 0 to len(ops); repeats: empty slices),
-    counting the reads."""
-
-    def __init__(self, ops: pd.DataFrame, cuts: list[int]):
-        self.ops, self.cuts, self.reads = ops, cuts, 0
-
-    def __call__(self) -> Iterator[pd.DataFrame]:
-        self.reads += 1
-        for a, b in zip(self.cuts[:-1], self.cuts[1:], strict=True):
-            yield self.ops.iloc[a:b]
-
-
-def _every(n: int, k: int) -> list[int]:
-    return [*range(0, n, k), n]
-
-
-def _random(n: int, seed: int, k: int) -> list[int]:
-    """About n / k random cuts, some repeated (empty slices), empty ones at both ends."""
-    rng = np.random.default_rng(seed)
-    inner = rng.integers(0, n + 1, size=max(2, n // k))
-    inner = np.concatenate([inner, inner[: len(inner) // 4]])
-    return [0, 0, *sorted(int(c) for c in inner), n, n]
-
-
 @pytest.fixture
 def swept(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """The chunked sweep from one op; counts the sweeps finished and the fallbacks (and in
@@ -242,10 +216,10 @@ def _asks(case: _Case) -> list[GapAsk]:
 
 
 def _run(ops: pd.DataFrame, calls: pd.DataFrame, cuts: list[int], asks: list[GapAsk],
-         want: _Wanted, what: str, twins: bool = False) -> _Slices:
+         want: _Wanted, what: str, twins: bool = False) -> Slices:
     """Measure ``asks`` from one read: their bins are the diff's histograms. ``twins``: each
     beside the same ask without bins, whose results are the same."""
-    slices = _Slices(ops, cuts)
+    slices = Slices(ops, cuts)
     every = [b for a in asks for b in ((a, dataclasses.replace(a, bins=())) if twins else (a,))]
     got = G.measure_gaps_sliced_each(slices, calls, every)
     for a in asks:
@@ -328,8 +302,8 @@ def test_swept_bins_are_the_diffs_histograms(path: Path, swept: dict[str, int],
     want = _Wanted(ops, calls, case.extents)
     assert want(case.span, 0)[0]["count"].sum() > 10  # every step's: some gaps
     runs = [([0, n], G.FILL_CHUNK, slice(None), True),  # and each beside its twin
-            (_every(n, 50), 37, slice(0, 3), False), (_random(n, n, 80), 5, slice(1, None, 2),
-                                                      False)]
+            (every_cut(n, 50), 37, slice(0, 3), False),
+            (random_cuts(n, n, 80), 5, slice(1, None, 2), False)]
     for cuts, fill, some, twins in runs:
         monkeypatch.setattr(G, "FILL_CHUNK", fill)
         slices = _run(ops, calls, cuts, _asks(case)[some], want,
@@ -343,26 +317,9 @@ def test_a_slice_per_op(traces_dir: Path, swept: dict[str, int],
     """One op per slice: every gap found across a slice boundary."""
     case = _taken(traces_dir / "mlp_train_graph_graphtrace.sqlite")
     monkeypatch.setattr(G, "FILL_CHUNK", 5)
-    _run(case.ops, case.calls, _every(len(case.ops), 1), _asks(case)[1:3],
+    _run(case.ops, case.calls, every_cut(len(case.ops), 1), _asks(case)[1:3],
          _Wanted(case.ops, case.calls, case.extents), "a slice per op")
     assert (swept["sweeps"], swept["fallbacks"]) == (2, 0)
-
-
-def _with_ties(ops: pd.DataFrame) -> tuple[pd.DataFrame, list[int]]:
-    """``ops`` with a copy after every 10th op on another stream, starting at the same time
-    (ending at the same time or 1 us later); and the copies' rows."""
-    n = len(ops)
-    start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
-    pick = np.arange(0, n - 1, 10)
-    copies = ops.iloc[pick].assign(end_ns=end[pick] + np.where(np.arange(len(pick)) % 2, 1000,
-                                                                0),
-                                   stream_id=ops["stream_id"].to_numpy()[pick] + 1)
-    both = pd.concat([ops.assign(copy=False), copies.assign(copy=True)], ignore_index=True)
-    both = both.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
-    rows = np.flatnonzero(both.pop("copy").to_numpy())
-    both["kind"] = both["kind"].astype(ops["kind"].dtype)
-    assert (start[pick] == both["start_ns"].to_numpy()[rows]).all()
-    return both, rows.tolist()
 
 
 @pytest.mark.parametrize("name", ["mlp_infer_graph", "resnet18_infer_eager"])
@@ -372,7 +329,7 @@ def test_cuts_between_ops_that_start_together(traces_dir: Path, name: str,
     """Slices cut exactly between two ops that start together, one device and two (the
     bins take every device's gaps)."""
     case = _taken(traces_dir / f"{name}.sqlite")
-    tied, rows = _with_ties(case.ops)
+    tied, rows = with_tied_copies(case.ops)
     n = len(tied)
     start = tied["start_ns"].to_numpy()
     assert (start[rows] == start[np.array(rows) - 1]).sum() > len(rows) // 2
@@ -398,7 +355,7 @@ def test_fallback_bins(traces_dir: Path, swept: dict[str, int],
     span = case.span
     inside = np.flatnonzero((start >= span[0]) & (end <= span[1]))
     live = len(G._live_ops(ops, span))
-    cuts = _every(n, 50)
+    cuts = every_cut(n, 50)
 
     def run(ops: pd.DataFrame, reads: int, sweeps: int, fallbacks: int, what: str,
             asks: list[GapAsk] | None = None) -> int:
@@ -492,14 +449,14 @@ def test_a_dropped_batch_is_caught(traces_dir: Path, swept: dict[str, int],
 
     monkeypatch.setattr(GapBins, "add", lossy)
     bins = _bins(case.extents)
-    G.measure_gaps_sliced_each(_Slices(ops, _every(len(ops), 50)), calls,
+    G.measure_gaps_sliced_each(Slices(ops, every_cut(len(ops), 50)), calls,
                                [GapAsk(case.span, wait=case.wait, tables=False, bins=bins)])
     assert calls_made["n"] > 3 * len(case.extents)
     with pytest.raises(AssertionError):
         _same(bins, want, "lossy")
     _same(bins[1:], want[1:], "the others")  # only every step's bins lost a batch
     monkeypatch.setattr(GapBins, "add", add)
-    G.measure_gaps_sliced_each(_Slices(ops, [0, len(ops)]), calls,
+    G.measure_gaps_sliced_each(Slices(ops, [0, len(ops)]), calls,
                                [GapAsk(case.span, wait=case.wait, tables=False, bins=bins)])
     with pytest.raises(AssertionError):  # filled twice
         _same(bins, want, "twice")
@@ -510,7 +467,7 @@ def test_an_empty_window_counts_nothing(traces_dir: Path, swept: dict[str, int])
     case = _taken(traces_dir / "user_train.sqlite")
     none = np.zeros(0, dtype=np.int64)
     bins = (GapBins(none, none), GapBins(*case.extents["all"]))
-    G.measure_gaps_sliced_each(_Slices(case.ops, _every(len(case.ops), 100)), case.calls,
+    G.measure_gaps_sliced_each(Slices(case.ops, every_cut(len(case.ops), 100)), case.calls,
                                [GapAsk(case.span, tables=False, bins=bins)])
     assert not bins[0].count.any() and not bins[0].total_ns.any()
     assert bins[1].count.sum() > 0

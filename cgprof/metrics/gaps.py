@@ -269,7 +269,7 @@ def measure_gaps_reduced(ops: pd.DataFrame, calls: pd.DataFrame,
                          window: tuple[int, int] | None, min_gap_ns: int = 0,
                          limit: int | None = None,
                          wait: tuple[np.ndarray, int, int] | None = None, tables: bool = True,
-                         bins: tuple[GapBins, ...] = (),
+                         bins: tuple[GapSink, ...] = (),
                          ) -> tuple[GapResult | None, np.ndarray | None]:
     """``gpu_gaps(ops, calls, window).above(min_gap_ns).longest(limit)`` (what a report
     reads: :meth:`cgprof.metrics.AnalysisResult.light`), and with ``wait`` = (table, lo,
@@ -377,32 +377,189 @@ class GapBins:
                              "bin_hi_us": _GAP_BIN_EDGES[1:].copy(),
                              "count": self.count.copy(), "total_ns": self.total_ns.copy()})
 
+    # -- what a measurement calls (GapAsk.bins) -------------------------------------------
 
-def _fresh_bins(bins: tuple[GapBins, ...]) -> tuple[GapBins, ...]:
-    """Empty bins of the same extents: what a sweep fills, handed over only where it
-    finishes (:func:`_commit_bins`; a sweep given up leaves ``bins`` as they were)."""
-    return tuple(GapBins(b.starts, b.ext_cummax) for b in bins)
+    def fresh(self) -> GapBins:
+        """Empty bins of the same extents (:func:`_fresh_bins`)."""
+        return GapBins(self.starts, self.ext_cummax)
+
+    def commit(self, got: GapBins) -> None:
+        """Add the counts of ``got`` (a :meth:`fresh` copy a sweep filled)."""
+        self.count += got.count
+        self.total_ns += got.total_ns
+
+    def add_batch(self, batch: GapBatch) -> None:
+        """Count a batch of listed gaps of a measurement (its window edges left out)."""
+        if not batch.edge:
+            self.add(batch.start, batch.gap)
+
+    def add_table(self, gaps: pd.DataFrame, min_gap_ns: int) -> None:
+        """Count the gaps of table ``gaps`` longer than ``min_gap_ns``, window edges left
+        out (:func:`add_gap_table`)."""
+        ns = gaps["gap_ns"].to_numpy(dtype=np.int64)
+        rows = np.flatnonzero((ns > min_gap_ns) & (gaps["kind"] != "window_edge").to_numpy(
+            dtype=bool))
+        self.add(gaps["start_ns"].to_numpy(dtype=np.int64)[rows], ns[rows])
 
 
-def _commit_bins(bins: tuple[GapBins, ...], got: tuple[GapBins, ...]) -> None:
-    """Add the counts of ``got`` (:func:`_fresh_bins` of ``bins``) into ``bins``."""
+@dataclass
+class GapBatch:
+    """Listed gaps of one device as a measurement hands them to what it was asked to fill
+    (GapAsk.bins: :class:`GapBins`, :class:`GapTimeline`): their starts and lengths (int64),
+    kinds (codes into GAP_KINDS) and next calls' names (codes into ``api_categories``);
+    ``edge``: window-edge gaps."""
+
+    start: np.ndarray
+    gap: np.ndarray
+    device: int
+    kind: np.ndarray
+    api: np.ndarray
+    api_categories: list[str]
+    edge: bool = False
+
+
+class GapTimeline:
+    """What a timeline of a window of steps draws of a measurement's listed gaps
+    (cgprof.report.figures.timeline_apart), without a table of every gap: per window step
+    the gaps that overlap the window ``[t0, ends[-1])`` and start before that step's end
+    (``counts``, int64; ``ends``: the steps' extent ends as a running max), and those
+    gaps whole (:meth:`frame`) as far as a timeline can draw them: at least the earliest
+    ``keep`` by start, ties kept (more while few have come: a caller cuts them by time). A
+    timeline of the window's first steps whose events fit ``keep`` draws only gaps among
+    those: they start before its end, and at most ``keep`` of the window's gaps do; one
+    that draws a step holding more events draws the first ``keep`` events by start only."""
+
+    def __init__(self, t0: int, ends: np.ndarray, keep: int):
+        self.t0 = int(t0)
+        self.ends = np.asarray(ends, dtype=np.int64)
+        if self.ends.ndim != 1 or not len(self.ends):
+            raise ValueError("ends: one value per window step, at least one")
+        self.keep = max(int(keep), 1)
+        self.counts = np.zeros(len(self.ends), dtype=np.int64)
+        self.parts: list[pd.DataFrame] = []
+        self.held = 0  # rows in parts
+        self.bound: int | None = None  # no gap starting after it is kept
+
+    def fresh(self) -> GapTimeline:
+        return GapTimeline(self.t0, self.ends, self.keep)
+
+    def commit(self, got: GapTimeline) -> None:
+        self.counts += got.counts
+        for part in got.parts:
+            self._keep(part)
+
+    def add_batch(self, batch: GapBatch) -> None:
+        def text(values: list[str], codes: np.ndarray):
+            return lambda rows: np.asarray(values, dtype=object)[codes[rows]]
+
+        self._add(batch.start, batch.gap, batch.device, text(list(GAP_KINDS), batch.kind),
+                  text(batch.api_categories, batch.api))
+
+    def add_table(self, gaps: pd.DataFrame, min_gap_ns: int) -> None:
+        ns = gaps["gap_ns"].to_numpy(dtype=np.int64)
+        rows = np.flatnonzero(ns > min_gap_ns)
+        sub = gaps.iloc[rows]
+        kind, api = sub["kind"].astype(str).to_numpy(), sub["next_api"].astype(str).to_numpy()
+        self._add(sub["start_ns"].to_numpy(dtype=np.int64), ns[rows],
+                  sub["device_id"].to_numpy(dtype=np.int64), lambda r: kind[r],
+                  lambda r: api[r])
+
+    def _add(self, start: np.ndarray, gap: np.ndarray, device: int | np.ndarray,
+             kind: Callable[[np.ndarray], np.ndarray],
+             api: Callable[[np.ndarray], np.ndarray]) -> None:
+        end = start + gap
+        hit = np.flatnonzero((end > self.t0) & (start < self.ends[-1]))
+        if not len(hit):
+            return
+        s = start[hit]
+        self.counts += np.searchsorted(s if _ascending(s) else np.sort(s), self.ends, "left")
+        if len(hit) > self.keep:  # no gap after this batch's keep-th earliest is kept
+            cut = int(np.partition(s, self.keep - 1)[self.keep - 1])
+            self.bound = cut if self.bound is None else min(self.bound, cut)
+        if self.bound is not None:
+            hit = hit[s <= self.bound]
+            if not len(hit):
+                return
+        dev = (np.full(len(hit), device, dtype=np.int64) if np.ndim(device) == 0
+               else np.asarray(device, dtype=np.int64)[hit])
+        self._keep(pd.DataFrame({"device_id": dev, "start_ns": start[hit],
+                                 "end_ns": end[hit], "gap_ns": gap[hit],
+                                 "kind": kind(hit), "next_api": api(hit)}))
+
+    def _keep(self, part: pd.DataFrame) -> None:
+        if self.bound is not None:
+            part = part[part["start_ns"].to_numpy() <= self.bound]
+        if not len(part):
+            return
+        self.parts.append(part)
+        self.held += len(part)
+        if self.held > 2 * self.keep:
+            kept = self.frame()
+            s = np.sort(kept["start_ns"].to_numpy())
+            self.bound = int(s[self.keep - 1]) if self.bound is None else min(
+                self.bound, int(s[self.keep - 1]))
+            self.parts = [kept[kept["start_ns"].to_numpy() <= self.bound]]
+            self.held = len(self.parts[0])
+
+    def frame(self) -> pd.DataFrame:
+        """The gaps kept: device_id start_ns end_ns gap_ns (int64), kind, next_api (str),
+        in the gap table's order (device, start)."""
+        if not self.parts:
+            return pd.DataFrame({c: pd.Series(dtype=object if c in ("kind", "next_api")
+                                              else "int64")
+                                 for c in ("device_id", "start_ns", "end_ns", "gap_ns",
+                                           "kind", "next_api")})
+        out = pd.concat(self.parts, ignore_index=True)
+        if self.bound is not None:
+            out = out[out["start_ns"].to_numpy() <= self.bound]
+        return out.sort_values(["device_id", "start_ns"], kind="stable").reset_index(drop=True)
+
+
+def _ascending(a: np.ndarray) -> bool:
+    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
+
+
+#: What a measurement can be asked to fill as it goes (GapAsk.bins).
+GapSink = GapBins | GapTimeline
+
+
+def _fresh_bins(bins: tuple[GapSink, ...]) -> tuple[GapSink, ...]:
+    """Empty copies of ``bins``: what a sweep fills, handed over only where it finishes
+    (:func:`_commit_bins`; a sweep given up leaves ``bins`` as they were)."""
+    return tuple(b.fresh() for b in bins)
+
+
+def _commit_bins(bins: tuple[GapSink, ...], got: tuple[GapSink, ...]) -> None:
+    """Add what ``got`` (:func:`_fresh_bins` of ``bins``) took into ``bins``."""
     for b, g in zip(bins, got, strict=True):
-        b.count += g.count
-        b.total_ns += g.total_ns
+        b.commit(g)  # type: ignore[arg-type]  # (g is b.fresh())
 
 
-def add_gap_table(bins: tuple[GapBins, ...], gaps: pd.DataFrame, min_gap_ns: int) -> None:
-    """Add to ``bins`` the gaps of table ``gaps`` (GAP_COLUMNS) longer than ``min_gap_ns``,
-    window-edge gaps left out (a measurement's fallback; a view's histogram of a whole
-    analysis's ``step_gaps``, cgprof.diff)."""
+def _edges_to(bins: tuple[GapSink, ...], edges: list[tuple[int, int, int]], min_gap_ns: int,
+              api_categories: list[str]) -> None:
+    """Hand ``bins`` the window-edge gaps ``edges`` (device, start, end) longer than
+    ``min_gap_ns`` (as the listed gaps, cgprof.metrics.AnalysisResult.step_gaps, hold them)."""
+    blank = api_categories.index("") if "" in api_categories else -1
+    for device, start, end in edges:
+        if not bins or end - start <= min_gap_ns:
+            continue
+        batch = GapBatch(np.array([start], dtype=np.int64), np.array([end - start],
+                                                                     dtype=np.int64),
+                         int(device), np.array([GAP_KINDS.index("window_edge")], dtype=np.int8),
+                         np.array([blank]), [*api_categories, ""] if blank < 0 else
+                         api_categories, edge=True)
+        for b in bins:
+            b.add_batch(batch)
+
+
+def add_gap_table(bins: tuple[GapSink, ...], gaps: pd.DataFrame, min_gap_ns: int) -> None:
+    """Add to ``bins`` the gaps of table ``gaps`` (GAP_COLUMNS) longer than ``min_gap_ns``
+    (a measurement's fallback; a view's histogram of a whole analysis's ``step_gaps``,
+    cgprof.diff)."""
     if not bins or not len(gaps):
         return
-    ns = gaps["gap_ns"].to_numpy(dtype=np.int64)
-    rows = np.flatnonzero((ns > min_gap_ns) & (gaps["kind"] != "window_edge").to_numpy(
-        dtype=bool))
-    start, ns = gaps["start_ns"].to_numpy(dtype=np.int64)[rows], ns[rows]
     for b in bins:
-        b.add(start, ns)
+        b.add_table(gaps, min_gap_ns)
 
 
 @dataclass(frozen=True)
@@ -419,7 +576,7 @@ class GapAsk:
     limit: int | None = None
     wait: tuple[np.ndarray, int, int] | None = None
     tables: bool = True
-    bins: tuple[GapBins, ...] = ()
+    bins: tuple[GapSink, ...] = ()
 
 
 def measure_gaps_sliced(slices: Callable[[], Iterable[pd.DataFrame]], calls: pd.DataFrame,
@@ -980,7 +1137,8 @@ class _Chunked:
                 continue
             o = int(cursor[c])
             cursor[c] += len(sel)
-            classify.write(out, o, prev_end[sel], st[sel], cols, rows[sel], prev_pos[sel])
+            classify.write(out, o, prev_end[sel], st[sel], cols, rows[sel], prev_pos[sel],
+                           int(devs[c]))
         return stats.frame(["device_id"], [devs])
 
 
@@ -1037,11 +1195,11 @@ class _Classify:
         self.sync = _SyncEnds.of(calls)
 
     def write(self, out: _GapColumns, o: int, g_start: np.ndarray, g_end: np.ndarray,
-              cols: _OpColumns, nxt: np.ndarray, prv: np.ndarray) -> None:
+              cols: _OpColumns, nxt: np.ndarray, prv: np.ndarray, device: int) -> None:
         """Gaps from ``g_start`` to ``g_end``, the ops after and before them at positions
         ``nxt`` and ``prv`` of ``cols``: their table rows [o, o + len(nxt)), written into
         ``out`` with their kinds (as :func:`_inner_gaps` gives them) and handed over
-        (:meth:`_GapColumns.done`)."""
+        (:meth:`_GapColumns.done`): gaps of the device ``device``."""
         k_other, k_between, k_copy, k_launch, k_sync, k_replay = (GAP_KINDS.index(k) for k in (
             "other", "between_replays", "input_copy", "launch_bound", "sync_bound", "in_replay"))
         k = len(nxt)
@@ -1072,7 +1230,7 @@ class _Classify:
         kind[same] = k_replay
         out.kind[at] = kind
         out.api[at] = np.where(known, self.names[take], self.blank)
-        out.done(o, k)
+        out.done(o, k, device)
 
 
 @dataclass
@@ -1100,6 +1258,20 @@ class _Layout:
         base = np.cumsum(size) - size + lead  # each device's first inner gap
         return _Layout(lead, count, trail, size, base, int(size.sum()))
 
+    def edges(self, devs: np.ndarray, busy: pd.DataFrame, window: tuple[int, int] | None
+              ) -> list[tuple[int, int, int]]:
+        """The window-edge gaps :meth:`place` writes: (device, start, end) each, in row
+        order."""
+        first, last = busy["first_start_ns"].to_numpy(), busy["last_end_ns"].to_numpy()
+        w0, w1 = window if window is not None else (0, 0)  # (no edge without a window)
+        out = []
+        for i, d in enumerate(devs.tolist()):
+            if self.lead[i]:
+                out.append((int(d), int(w0), int(first[i])))
+            if self.trail[i]:
+                out.append((int(d), int(last[i]), int(w1)))
+        return out
+
     def place(self, out: _GapColumns, devs: np.ndarray, busy: pd.DataFrame,
               window: tuple[int, int] | None) -> list[int]:
         """Write the device column (where ``out``'s is not one device's constant) and the
@@ -1113,11 +1285,11 @@ class _Layout:
             if out.dev.flags.writeable:  # else the one device's constant column
                 out.dev[lo:lo + int(size[i])] = d
             if lead[i]:
-                out.edge(lo, cast(int, w0), int(first[i]))
+                out.edge(lo, cast(int, w0), int(first[i]), device=d)
                 edges.append(lo)
             if trail[i]:
                 at = int(base[i] + count[i])
-                out.edge(at, int(last[i]), cast(int, w1))
+                out.edge(at, int(last[i]), cast(int, w1), device=d)
                 edges.append(at)
         return edges
 
@@ -1194,11 +1366,13 @@ class _GapColumns:
         """Where :meth:`_Chunked._fill` writes the ``k`` gaps of table rows [at, at + k)."""
         return slice(at, at + k)
 
-    def done(self, at: int, k: int) -> None:
-        """Table rows [at, at + k) are written (:class:`_GapSummary` takes them in)."""
+    def done(self, at: int, k: int, device: int) -> None:
+        """Table rows [at, at + k), gaps of ``device``, are written (:class:`_GapSummary`
+        takes them in)."""
 
-    def edge(self, at: int, start: int, end: int) -> None:
-        """A window-edge row at ``at`` (the device id is filled by the caller)."""
+    def edge(self, at: int, start: int, end: int, device: int = 0) -> None:
+        """A window-edge row at ``at`` of ``device`` (the device column is filled by the
+        caller)."""
         self.start[at], self.end[at], self.gap[at] = start, end, end - start
         self.kind[at] = GAP_KINDS.index("window_edge")
         for a in (self.prev_stream, self.next_stream, self.next_pid, self.next_corr):
@@ -1261,7 +1435,7 @@ class _GapSummary(_GapColumns):
     def __init__(self, n: int, api_categories: list[str], device: int | None = None,
                  pid: int | None = None, *, min_gap_ns: int = 0, limit: int = 0,
                  wait: tuple[np.ndarray, int, int] | None = None, keep: bool = True,
-                 bins: tuple[GapBins, ...] = ()):
+                 bins: tuple[GapSink, ...] = ()):
         self.api_categories = api_categories
         self.pid, self.keep, self.bins = pid, keep, bins
         self.min_gap_ns, self.limit = min_gap_ns, limit
@@ -1295,18 +1469,20 @@ class _GapSummary(_GapColumns):
             self._scratch(max(k, min(FILL_CHUNK, 1 << 20)))
         return slice(0, k)
 
-    def done(self, at: int, k: int) -> None:
+    def done(self, at: int, k: int, device: int) -> None:
         gap, kind = self.gap[:k], self.kind[:k]
         if self.wait_ns is not None:
             rows = np.flatnonzero(kind == GAP_KINDS.index("launch_bound"))
             assert self.table is not None  # set with wait_ns
             add_launch_wait(self.wait_ns, self.next_corr[rows], gap[rows], self.table, self.lo)
         if self.bins:  # the inner gaps (no edge comes here) longer than min_gap_ns
-            start = self.start[:k]
+            start, api = self.start[:k], self.api[:k]
             listed = gap > self.min_gap_ns
-            every = bool(listed.all())
+            sel: Any = slice(None) if bool(listed.all()) else listed
+            batch = GapBatch(start[sel], gap[sel], device, kind[sel], api[sel],
+                             self.api_categories)
             for b in self.bins:
-                b.add(start if every else start[listed], gap if every else gap[listed])
+                b.add_batch(batch)
         if not self.keep:
             return
         self._keep(at, gap, kind)
@@ -1326,7 +1502,8 @@ class _GapSummary(_GapColumns):
         self.gap_ns[at:at + len(gap)] = gap
         self.kinds[at:at + len(gap)] = kind
 
-    def edge(self, at: int, start: int, end: int) -> None:
+    def edge(self, at: int, start: int, end: int, device: int = 0) -> None:
+        _edges_to(self.bins, [(device, start, end)], self.min_gap_ns, self.api_categories)
         if not self.keep:
             return
         gap = end - start
@@ -1399,7 +1576,7 @@ class _SlicedSummary(_GapSummary):
 
     def __init__(self, api_categories: list[str], pid: int, *, min_gap_ns: int, limit: int,
                  wait: tuple[np.ndarray, int, int] | None, keep: bool,
-                 bins: tuple[GapBins, ...] = ()):
+                 bins: tuple[GapSink, ...] = ()):
         super().__init__(0, api_categories, pid=pid, min_gap_ns=min_gap_ns, limit=limit,
                          wait=wait, keep=keep, bins=bins)
         self.kept: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -1666,7 +1843,7 @@ class _SliceSweep:
             self.cursor[g] += len(sel)
             assert self.cursor[g] < 1 << _SLOT_BITS
             classify.write(out, int(keys[c]) + o, prev_end[sel], st[sel], cols, rows[sel],
-                           prev_pos[sel])
+                           prev_pos[sel], int(devs[c]))
         carry.end(lut, cmax, cpos, cols)
         del cols
         if self.streams is not None:  # (device, stream) busy figures, as _stream_table_swept
@@ -1695,6 +1872,8 @@ class _SliceSweep:
         layout = _Layout.of(busy, lead, window)
         if not layout.count.sum():
             return None
+        _edges_to(self.bins, layout.edges(devs, busy, window), ask.min_gap_ns,
+                  sink.api_categories)
         _commit_bins(ask.bins, self.bins)
         if not ask.tables:
             return None, sink.wait_ns
