@@ -447,7 +447,7 @@ def view(
     visible_steps = step_ids[~hidden]
     wgaps: _WindowGaps | None = None
     if result.trace is None:  # a chunked analysis: the totals it gathered for this window
-        totals = _totals_of(result, label, step_ids)
+        totals = window_totals(result, label, step_ids)
         rep = totals.replays
         kt = _finish_kernels(totals.kernels, len(visible_steps))
         per_family = totals.families
@@ -504,7 +504,7 @@ def view(
                    left_out=left_out)
 
 
-def _totals_of(result: AnalysisResult, label: str, step_ids: np.ndarray) -> WindowTotals:
+def window_totals(result: AnalysisResult, label: str, step_ids: np.ndarray) -> WindowTotals:
     """The totals a chunked analysis (no trace kept) gathered for the window of ``step_ids``
     (cgprof.metrics.chunked.analyze_path's ``windows``: :func:`window_asker`)."""
     for totals in result.windows:

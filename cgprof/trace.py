@@ -18,6 +18,7 @@ timeline shared by CPU and GPU events; the timeline does not start at 0):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
@@ -184,6 +185,19 @@ class Trace:
             for name in DERIVED:
                 if name in held:
                     mine[name] = type(held[name])(held[name])  # a copy: list or set
+
+    def cut(self, t0: int, t1: int, names: tuple[str, ...]) -> Trace:
+        """This trace with the tables ``names`` holding only their rows that overlap
+        ``[t0, t1)`` (end after t0, start before t1), the others whole: the span a timeline
+        draws (cgprof.report.figures)."""
+        parts = {}
+        for name in names:
+            df = self.stored(name) if name in DERIVED else getattr(self, name)
+            s, e = df["start_ns"].to_numpy(np.int64), df["end_ns"].to_numpy(np.int64)
+            parts[name] = df[(e > t0) & (s < t1)].reset_index(drop=True)
+        out = dataclasses.replace(self, **parts)
+        out.hold_like(self)
+        return out
 
 
 

@@ -18,7 +18,7 @@ import pandas.testing as pdt
 import pytest
 
 import cgprof
-from cgprof.diff import RunView, view, window_asker
+from cgprof.diff import RunView, view, window_asker, window_totals
 from cgprof.errors import CgprofError
 from cgprof.metrics import analyze, chunked
 
@@ -169,14 +169,103 @@ def test_command_diffs_in_chunks_under_the_cap(tmp_path: Path, pair) -> None:
         json.loads(j.stdout)
 
 
-def test_html_page_still_reads_whole(tmp_path: Path) -> None:
-    """-o draws each run's events: the traces are read whole under the cap (no chunk note),
-    and the page is written."""
-    ta, tb = (str(REPO / "traces" / f"mlp_train_{m}.sqlite") for m in ("eager", "graph"))
-    env = {"CGPROF_CACHE": str(tmp_path / "cache"), "CGPROF_CHUNK_STEPS": "3"}
-    out = tmp_path / "d.html"
-    r = _diff(ta, tb, "-o", str(out), "--memory-limit", "100MB", env=env)
-    assert r.returncode == 0, r.stderr
-    assert not _notes(r.stderr) and out.stat().st_size > 10_000
-    whole = [ln for ln in r.stderr.splitlines() if "read whole for the HTML page" in ln]
-    assert len(whole) == 2 and "without -o" in whole[0], r.stderr
+@pytest.mark.parametrize("case", [
+    ("mlp_train_eager", "mlp_train_graph", (), "3"),
+    ("mlp_train_eager", "mlp_train_graph", ("--max-events", "100"), "1"),
+    ("resnet18_train_eager", "resnet18_train_graph", ("--max-events", "100"), "2"),
+    ("resnet18_train_graph", "resnet18_train_graph", ("--mode", "warmup,graph"), "3"),
+    ("transformer_train_eager", "transformer_train_graph",
+     ("--steps", "2:7,1:6", "--max-events", "300"), "2"),
+    ("mlp_train_graph_graphtrace", "mlp_infer_graph", ("--max-events", "2000"), "4"),
+], ids=["two-traces", "cut-1-step-chunks", "one-step-over-the-cap", "one-trace-twice",
+        "windows", "graph-level"])
+def test_html_page_in_chunks_is_the_whole_ones(tmp_path: Path, case) -> None:
+    """-o under a cap the traces exceed reads them a chunk of steps at a time and draws the
+    same page, byte for byte, as the whole analyses do: the timelines' events counted per
+    step from the chunks and the gap sweep, the span each timeline draws read alone
+    (cgprof.metrics.windows.TimelineCut, figures.timeline_cut), first and from the cache;
+    with windows that fit, that --max-events cuts, and one whose first step alone holds
+    more events than the cap (ResNet-18: ~1000 events a step)."""
+    a, b, extra, chunk = case
+    ta, tb = (str(REPO / "traces" / f"{n}.sqlite") for n in (a, b))
+    env = {"CGPROF_CACHE": str(tmp_path / "cache")}
+    whole = tmp_path / "whole.html"
+    r = _diff(ta, tb, *extra, "-o", str(whole), env=env)
+    assert r.returncode == 0 and not _notes(r.stderr), r.stderr
+    capped = dict(env, CGPROF_CHUNK_STEPS=chunk)
+    for cached in (False, True):
+        out = tmp_path / f"chunked-{cached}.html"
+        r = _diff(ta, tb, *extra, "-o", str(out), "--memory-limit", "100MB", env=capped)
+        assert r.returncode == 0, r.stderr
+        assert len(_notes(r.stderr)) == (1 if a == b else 2), r.stderr
+        assert "read whole" not in r.stderr
+        assert out.read_bytes() == whole.read_bytes(), f"cached={cached}"
+
+
+def test_a_timeline_cut_is_the_whole_ones(traces_dir: Path) -> None:
+    """What a chunked analysis gathers for a view's timeline is what timeline_apart keeps
+    of the whole analysis: the counts per step (other events, each thread's calls), the
+    cut's tables and gaps; and a count off by one is caught."""
+    from cgprof.report import figures as F
+
+    path = traces_dir / "resnet18_train_graph.sqlite"
+    run = ("r", None, None)
+    whole = F.timeline_apart(view(analyze(cgprof.load(path)), *run), 500)
+    got = chunked.analyze_path(path, chunk_steps=2, windows=window_asker(path, [run]),
+                               timelines=500)
+    assert got is not None
+    v = view(got, *run)
+    cut = window_totals(got, "r", v.steps["step"].to_numpy(np.int64)).timeline
+    mine = F.timeline_cut(v, cut)
+    assert mine is not None
+    a, b = whole.timeline, mine.timeline
+    for field in ("other", "threads", "per_thread"):
+        np.testing.assert_array_equal(getattr(a.counts, field), getattr(b.counts, field))
+    for name in ("kernels", "runtime", "memcpy", "memset", "graph_trace", "nvtx"):
+        x, y = a.trace.stored(name) if name in ("kernels", "runtime") else getattr(
+            a.trace, name), (b.trace.stored(name) if name in ("kernels", "runtime")
+                             else getattr(b.trace, name))
+        assert len(x) == len(y), name
+        np.testing.assert_array_equal(x["start_ns"].to_numpy(np.int64),
+                                      y["start_ns"].to_numpy(np.int64))
+    cols = ["device_id", "start_ns", "end_ns", "gap_ns"]
+    pdt.assert_frame_equal(a.gaps[cols].astype("int64").reset_index(drop=True),
+                           b.gaps[cols].astype("int64").reset_index(drop=True))
+    assert list(a.gaps["kind"].astype(str)) == list(b.gaps["kind"].astype(str))
+    assert list(a.gaps["next_api"].astype(str)) == list(b.gaps["next_api"].astype(str))
+    bad = b.counts.other.copy()
+    bad[-1] += 1
+    with pytest.raises(AssertionError):
+        np.testing.assert_array_equal(a.counts.other, bad)
+
+
+@pytest.mark.parametrize("case", [
+    ("mlp_train_graph", (), "3"),
+    ("resnet18_train_eager", ("--max-events", "100"), "1"),
+    ("user_train", ("--steps", "2:5"), "2"),
+], ids=["graphed", "one-step-over-the-cap", "window"])
+def test_analyze_html_in_chunks_is_the_whole_ones(tmp_path: Path, case) -> None:
+    """`analyze --html` under a cap the trace exceeds reads it a chunk of steps at a time
+    (the page's views' totals and timeline gathered: html.single_page_runs) and writes the
+    same page and the same text as the whole analysis, first and from the cache."""
+    name, extra, chunk = case
+    trace = str(REPO / "traces" / f"{name}.sqlite")
+    env = {"CGPROF_CACHE": str(tmp_path / "cache")}
+
+    def run(out: Path, *more: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+        e = dict(os.environ)
+        e.pop("CGPROF_NO_CACHE", None)
+        e.update(env)
+        return subprocess.run([sys.executable, "-m", "cgprof", "analyze", trace, *extra,
+                               "--html", str(out), "--quiet", *more], capture_output=True,
+                              text=True, env=e, timeout=240, cwd=REPO)
+
+    whole = run(tmp_path / "whole.html", env=env)
+    assert whole.returncode == 0 and not _notes(whole.stderr), whole.stderr
+    for cached in (False, True):
+        out = tmp_path / f"chunked-{cached}.html"
+        r = run(out, "--memory-limit", "100MB", env=dict(env, CGPROF_CHUNK_STEPS=chunk))
+        assert r.returncode == 0 and len(_notes(r.stderr)) == 1, r.stderr
+        assert out.read_bytes() == (tmp_path / "whole.html").read_bytes(), f"cached={cached}"
+        assert r.stdout.replace(str(out), "PAGE") == whole.stdout.replace(
+            str(tmp_path / "whole.html"), "PAGE")

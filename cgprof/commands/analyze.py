@@ -7,7 +7,12 @@ from pathlib import Path
 import click
 
 from cgprof.cache import writing_in_background
-from cgprof.commands.engine_opts import engine_options, note_apart, note_chunked
+from cgprof.commands.engine_opts import (
+    engine_options,
+    note_apart,
+    note_chunked,
+    note_drawn_whole,
+)
 from cgprof.commands.progress import clear, progress_bar
 from cgprof.errors import CgprofError, OutputExistsError
 
@@ -54,16 +59,32 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = Fal
     return result if html else result.light(kw["gap_limit"])
 
 
-def _analyze_chunked(path: Path, step, skip, min_gap_us, say):
+def _analyze_chunked(path: Path, step, skip, min_gap_us, say, page=None):
     """A one-process trace whose whole analysis would exceed the memory cap, read a chunk of
     steps at a time (cgprof.metrics.chunked.analyze_capped): its light result, or None when
-    the trace is not one that path takes (analysed whole then, the cap noted at the end)."""
+    the trace is not one that path takes (analysed whole then, the cap noted at the end).
+    ``page``: (steps window, events per timeline) of the --html page, whose views' totals
+    and timeline it then gathers too; None also where that timeline's calls were on too
+    many threads to count a chunk at a time."""
     from cgprof.metrics.chunked import analyze_capped
     from cgprof.report.json_report import GAP_LIST_LIMIT
 
-    return analyze_capped(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=say,
-                          planned=lambda chunks: note_chunked(path, chunks),
-                          gap_limit=GAP_LIST_LIMIT)
+    windows = cap = None
+    if page is not None:
+        from cgprof.diff import window_asker
+        from cgprof.report.html import single_page_runs
+
+        windows = window_asker(path, single_page_runs(path, page[0]))
+        cap = page[1]
+    got = analyze_capped(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=say,
+                         planned=lambda chunks: note_chunked(path, chunks),
+                         gap_limit=GAP_LIST_LIMIT, windows=windows, timelines=cap)
+    if got is not None and cap is not None and not all(
+            t.timeline is not None and t.timeline.trace is not None
+            for t in got.windows if len(t.steps)):
+        note_drawn_whole(path)
+        return None
+    return got
 
 
 @click.command("analyze")
@@ -163,8 +184,14 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
                         apart = apart_heads(path)
                         if apart:
                             note_apart(path, len(apart))
-                        elif html_out is None and not all_gaps and rank is None:
-                            chunked = _analyze_chunked(path, step, skip, min_gap_us, say)
+                        elif not all_gaps and rank is None:
+                            drawn = None  # the page's window and events per timeline
+                            if html_out is not None:
+                                from cgprof.report.figures import DEFAULT_MAX_EVENTS
+
+                                drawn = (window, max_events or DEFAULT_MAX_EVENTS)
+                            chunked = _analyze_chunked(path, step, skip, min_gap_us, say,
+                                                       drawn)
                     results.append(chunked if chunked is not None else _analyze_one(
                         path, step, skip, min_gap_us, rank, say, html=html_out is not None,
                         all_gaps=all_gaps, apart=apart))

@@ -52,6 +52,17 @@ def _view_apart(result, run: tuple, max_events: int | None) -> _Apart:
         v = view(result, *run)
         if max_events is None:
             made = v.without_events()
+        elif result.trace is None:  # a chunked analysis: the timeline it gathered
+            import numpy as np
+
+            from cgprof.diff import window_totals
+            from cgprof.report.figures import timeline_cut
+
+            cut = window_totals(result, run[0], v.steps["step"].to_numpy(np.int64)).timeline
+            got = timeline_cut(v, cut) if cut is not None else None
+            if got is None:
+                raise AssertionError("cgprof: a chunked view without its timeline")
+            made = got
         else:
             from cgprof.report.figures import timeline_apart  # plotly: for -o only
 
@@ -73,14 +84,14 @@ def _give_back(apart: _Apart) -> None:
     release_memory(apart.rows)
 
 
-def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None):
+def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None, cap=None):
     """An AnalysisResult, or a RanksResult for a folder or a trace of several ranks; with
     ``rank``, that rank alone as an AnalysisResult with its trace (for the step-aligned table
     and the HTML timeline; a one-process run has only rank 0). ``runs``: the views of it the
-    diff shows (label, steps, mode), given when they need no events (no HTML page): a
-    one-process trace whose whole analysis would exceed the memory cap is then analysed a
-    chunk of steps at a time, gathering their totals (:func:`_chunked`). ``say``: the
-    progress bar's (cgprof.commands.progress), or None."""
+    diff shows (label, steps, mode): a one-process trace whose whole analysis would exceed
+    the memory cap is then analysed a chunk of steps at a time, gathering their totals, and
+    with ``cap`` (the HTML page's events per timeline) what their timelines draw
+    (:func:`_chunked`). ``say``: the progress bar's (cgprof.commands.progress), or None."""
     from cgprof.engine import apart_wanted
     from cgprof.metrics import analyze
     from cgprof.parallel import analyze_files, expand_inputs, is_trace_dir
@@ -126,13 +137,14 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None):
         return analyze(rank_part(path, next(h.pid for h in apart if h.rank_id == rank),
                                  progress=say), step=step, skip=skip, progress=say)
     drawn = False  # read whole over the cap for the HTML page
-    if rank is None and apart_wanted(path):
-        if runs is None:
-            drawn = True
-        else:
-            chunked = _chunked(path, step, skip, runs, say)
-            if chunked is not None:
-                return chunked
+    if rank is None and runs is not None and apart_wanted(path):
+        chunked = _chunked(path, step, skip, runs, say, cap)
+        if chunked is not None and (cap is None or all(
+                t.timeline is not None and t.timeline.trace is not None
+                for t in chunked.windows if len(t.steps))):
+            return chunked
+        drawn = chunked is not None  # (its timelines' calls too many to count apart)
+        del chunked
     trace = load(path, say)
     if drawn and len(gpu_pids(trace)) == 1:
         note_drawn_whole(path)
@@ -149,16 +161,17 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None):
     return analyze(trace, step=step, skip=skip, progress=say)
 
 
-def _chunked(path: Path, step, skip, runs, say=None):
+def _chunked(path: Path, step, skip, runs, say=None, cap=None):
     """The chunked analysis of the one-process trace at ``path`` with the totals of the
-    views ``runs`` (cgprof.metrics.chunked.analyze_capped), or None when that path does not
-    take it (analysed whole then, the cap noted at the end)."""
+    views ``runs`` and, given ``cap``, what their timelines draw (at most ``cap`` events
+    each) (cgprof.metrics.chunked.analyze_capped), or None when that path does not take it
+    (analysed whole then, the cap noted at the end)."""
     from cgprof.diff import window_asker
     from cgprof.metrics.chunked import analyze_capped
 
     return analyze_capped(path, step=step, skip=skip, progress=say,
                           planned=lambda chunks: note_chunked(path, chunks), gap_limit=0,
-                          windows=window_asker(path, runs))
+                          windows=window_asker(path, runs), timelines=cap)
 
 
 def _emit(text: str, document: Callable[[], str], json_out: str | None, force: bool) -> None:
@@ -253,26 +266,26 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
         same = Path(baseline).resolve() == Path(candidate).resolve()
         bar = progress_bar(quiet, traces=1 if same else 2)
         say_a, say_b = (labelled(bar, Path(p).name) for p in (baseline, candidate))
-        # views without events (no HTML page) are what a chunked analysis can give
-        runs = None if html_out is not None else [run_a, run_b] if same else [run_a]
-        base = _run(baseline, step, skip, jobs, rank, runs, say_a)
-        # The diff reads the runs' views only: the baseline's is made before the candidate
-        # is analysed and keeps none of its analysis's events but those its timeline can
-        # draw (-o), so that one big analysis is held at a time (RunView.without_events,
-        # figures.timeline_apart). A view that fails is reported after the candidate's
-        # analysis, where diff() would report it.
         cap = None
         if html_out is not None:
             from cgprof.report.figures import DEFAULT_MAX_EVENTS
 
             cap = max_events or DEFAULT_MAX_EVENTS
+        # the views a chunked analysis gathers totals (and, for -o, timelines) for
+        runs = [run_a, run_b] if same else [run_a]
+        base = _run(baseline, step, skip, jobs, rank, runs, say_a, cap)
+        # The diff reads the runs' views only: the baseline's is made before the candidate
+        # is analysed and keeps none of its analysis's events but those its timeline can
+        # draw (-o), so that one big analysis is held at a time (RunView.without_events,
+        # figures.timeline_apart). A view that fails is reported after the candidate's
+        # analysis, where diff() would report it.
         early = None
         if not same and not hasattr(base, "cross"):
             early = _view_apart(base, run_a, cap)
             base = None
             _give_back(early)
-        cand = base if same else _run(candidate, step, skip, jobs, rank,
-                                      None if html_out is not None else [run_b], say_b)
+        cand = base if same else _run(candidate, step, skip, jobs, rank, [run_b], say_b,
+                                      cap)
         if hasattr(base, "cross") or hasattr(cand, "cross"):
             from cgprof.ranks import as_ranks, diff_ranks
 
@@ -288,7 +301,11 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             _emit(diff_text.render_ranks(rd), lambda: diff_text.render_ranks_json(rd),
                   json_out, force)
             return
-        if early is None:
+        if early is None and cap is not None and getattr(base, "trace", 0) is None:
+            # one trace read in chunks: its views' timelines are those it gathered
+            result = compare(_view_apart(base, run_a, cap).view(),
+                             _view_apart(cand, run_b, cap).view())
+        elif early is None:
             result = compare(view(base, *run_a), view(cand, *run_b))
         else:  # and the candidate's view too, before the tables are rendered
             late = _view_apart(cand, run_b, cap)

@@ -84,9 +84,8 @@ def _note_over_cap(cap: str, source: str) -> None:
     _note(f"this run held {peak / 1e9:.2f} GB at its peak, above "
           f"{source} {cap}, which caps the SQLite read and how much of a trace is read "
           f"at once (a multi-rank trace one rank at a time; for `analyze`, `check` and "
-          f"`diff` without -o, a "
-          f"one-process trace a chunk of steps at a time): what an analysis keeps beside "
-          f"is not capped (docs/engine.md)")
+          f"`diff`, a one-process trace a chunk of steps at a time): what an analysis "
+          f"keeps beside, and an HTML page's drawing, are not capped (docs/engine.md)")
 
 
 def note_apart(path: Any, ranks: int) -> None:
@@ -115,15 +114,15 @@ def note_chunked(path: Any, chunks: int) -> None:
 
 
 def note_drawn_whole(path: Any) -> None:
-    """One line on stderr: a one-process trace over the memory cap is read whole because
-    the diff's HTML page (-o) draws its events."""
+    """One line on stderr: a one-process trace over the memory cap, read in chunks, is read
+    whole again for the HTML page (analyze --html, diff -o): its window's API calls were on
+    too many host threads to count a chunk at a time for the timeline."""
     from cgprof import engine as E
 
     need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
-    _note(f"{path}: read whole for the HTML page (-o draws its events): "
-          f"its analysis may hold ~{need / 1e9:.1f} GB, above the memory cap "
-          f"{E.memory_limit()}; without -o, the text and JSON diffs read it a chunk of "
-          f"steps at a time")
+    _note(f"{path}: read whole for the HTML page: its window's host threads x steps "
+          f"are too many to count its timeline a chunk at a time; its analysis may hold "
+          f"~{need / 1e9:.1f} GB, above the memory cap {E.memory_limit()}")
 
 
 def _note_fallback(reason: str | None) -> None:
@@ -160,9 +159,9 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "--memory-limit", metavar="SIZE", callback=_check_size,
         help="Memory cap, e.g. 1GB (default 4GB, or $CGPROF_MEMORY_LIMIT). A trace whose "
              "whole analysis would exceed it is read rank by rank (several processes) or, "
-             "by `analyze` (without --html and --all-gaps), `check` and `diff` (without -o), "
-             "a chunk of steps at a time (one process: the same report). It also caps the "
-             "SQLite reader (DuckDB), which spills to disk beyond it.")(wrapper)
+             "by `analyze` (without --all-gaps), `check` and `diff`, a chunk of steps at a "
+             "time (one process: the same report and HTML page). It also caps the SQLite "
+             "reader (DuckDB), which spills to disk beyond it.")(wrapper)
     wrapper = click.option(
         "--no-cache", is_flag=True,
         help="Neither read nor write cgprof's columnar cache of the trace.")(wrapper)

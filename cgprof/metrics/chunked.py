@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -40,13 +40,20 @@ from cgprof.metrics.coverage import (
     step_positions,
     window_positions,
 )
-from cgprof.metrics.gaps import GapAsk, GapBins, GapResult, measure_gaps_sliced_each
+from cgprof.metrics.gaps import (
+    GapAsk,
+    GapBins,
+    GapResult,
+    GapSink,
+    GapTimeline,
+    measure_gaps_sliced_each,
+)
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.intervals import table_get
 from cgprof.metrics.launches import api_calls, launch_cells, launch_table
 from cgprof.metrics.replays import ReplayResult, graph_replays, merge_replays
 from cgprof.metrics.steps import StepResult, fill_launch_wait, measure_chunk, step_instances
-from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_summary
+from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
 from cgprof.metrics.verdict import (
     VerdictPartial,
     merge_verdict_partials,
@@ -54,7 +61,10 @@ from cgprof.metrics.verdict import (
     verdict_partial,
 )
 from cgprof.metrics.windows import (
+    TIMELINE_MAX_CELLS,
+    EventCounter,
     StepFamilies,
+    TimelineCut,
     WindowTotals,
     extent_ends,
     family_codes,
@@ -155,7 +165,8 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
                  chunk_steps: int | None = None, chunk_rows: int | None = None,
                  planned: Callable[[int], None] | None = None,
                  gap_limit: int = GAP_LIMIT,
-                 windows: Windows | None = None) -> AnalysisResult | None:
+                 windows: Windows | None = None,
+                 timelines: int | None = None) -> AnalysisResult | None:
     """:func:`cgprof.metrics.analyze` of the one-process trace at ``path``, its rows read a
     chunk of steps at a time (:func:`cgprof.trace.load_rows`): ``chunk_steps`` steps, else
     as many as hold about ``chunk_rows`` kernels + API calls, else :data:`CHUNK_STEPS`; the
@@ -172,11 +183,14 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
     ``windows``: given the step table (every step), the step numbers of each window of
     steps a view will show (cgprof.diff.view); the result's ``windows`` then holds their
     totals (:class:`cgprof.metrics.windows.WindowTotals`), gathered in the chunk pass, one
-    more pass over the chunks' kernels and the gap pass."""
+    more pass over the chunks' kernels and the gap pass. ``timelines`` (with ``windows``):
+    each window's totals also hold what a timeline of it drawing at most that many events
+    draws (:class:`cgprof.metrics.windows.TimelineCut`: one more pass over the chunks' API
+    calls and GPU rows to count them, and a read of the span it can draw)."""
     path = Path(path)
     with _spilled(path, progress) as (spill, done):
         result = _analyze_path(path, spill, step, skip, min_gap_us, progress, chunk_steps,
-                               chunk_rows, planned, gap_limit, windows)
+                               chunk_rows, planned, gap_limit, windows, timelines)
         if result is not None:
             done()
         return result
@@ -186,7 +200,8 @@ def analyze_capped(path: str | Path, step: str | None = None, skip: int = 0,
                    min_gap_us: float = 0.0, progress: Callable[[str], None] | None = None,
                    planned: Callable[[int], None] | None = None,
                    gap_limit: int = GAP_LIMIT,
-                   windows: Windows | None = None) -> AnalysisResult | None:
+                   windows: Windows | None = None,
+                   timelines: int | None = None) -> AnalysisResult | None:
     """:func:`analyze_path` with chunks of the size the memory cap gives
     (:func:`chunk_rows` of cgprof.engine.memory_limit; ``CGPROF_CHUNK_STEPS`` forces a number
     of steps per chunk): what ``cgprof analyze`` and ``cgprof check`` run for a one-process
@@ -201,7 +216,8 @@ def analyze_capped(path: str | Path, step: str | None = None, skip: int = 0,
     forced = os.environ.get("CGPROF_CHUNK_STEPS", "").strip()
     return analyze_path(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=progress,
                         chunk_steps=int(forced) if forced else None, chunk_rows=rows,
-                        planned=planned, gap_limit=gap_limit, windows=windows)
+                        planned=planned, gap_limit=gap_limit, windows=windows,
+                        timelines=timelines)
 
 
 @contextlib.contextmanager
@@ -246,7 +262,8 @@ def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
 def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_us: float,
                   progress: Callable[[str], None] | None, chunk_steps: int | None,
                   chunk_rows: int | None, planned: Callable[[int], None] | None,
-                  gap_limit: int, windows: Windows | None = None) -> AnalysisResult | None:
+                  gap_limit: int, windows: Windows | None = None,
+                  timelines: int | None = None) -> AnalysisResult | None:
     """:func:`analyze_path` with the tables read from ``spill`` (None: the trace's cache
     entry, or the file itself)."""
     from cgprof import schema as S
@@ -299,6 +316,7 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
         return None  # ids too sparse for a table by id (never seen from CUPTI)
     # each call's step by correlation id (-1: none), for the launch waits of the gaps
     call_step = np.full(int(corr.max()) - corr0 + 1 if len(corr) else 0, -1, dtype=np.int32)
+    capture = corr[in_capture].copy() if timelines is not None else None  # (few)
     del calls, corr, light
     release_memory(n_calls)
     node_level = meta.graph_trace_mode != "graph" and n_graph_rows == 0
@@ -346,8 +364,9 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     if windows is not None:
         assert families is not None  # (made with windows)
         say("summing the kernels of the windows' steps a chunk at a time")
-        asked = _Asked.of(steps.steps, windows)
+        asked = _Asked.of(steps.steps, windows, timelines)
         asked.sum_kernels(chunks, load, (call_step, corr0), say)
+        asked.count_events(lows, highs, load, say, n_calls)
         asked.take_replays(replays.replays, (call_step, corr0))
         asked.families = families
     del families
@@ -356,8 +375,11 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     min_gap_ns = int(round(min_gap_us * 1000))
     ops = _timeline(path, lows, highs, n_calls, spill, say)
     gaps = _gaps(ops, narrow, span, window, min_gap_ns, steps, (call_step, corr0), gap_limit,
-                 asked.bins if asked is not None else ())
+                 asked.sinks if asked is not None else ())
     del ops, narrow, call_step
+    if asked is not None and timelines is not None:
+        say("reading the span each timeline draws")
+        asked.cut(steps.steps, load, capture)
     win_steps = steps.window_steps()
     coverage = parts.coverage(early)
     v = verdict(win_steps, replays, coverage, graph_trace_mode=meta.graph_trace_mode,
@@ -383,18 +405,35 @@ class _Asked:
     as the passes go (:class:`cgprof.metrics.windows.WindowTotals`)."""
 
     def __init__(self, steps: list[np.ndarray], visible: list[np.ndarray],
-                 bins: tuple[GapBins, ...]) -> None:
+                 bins: tuple[GapBins, ...], cap: int | None = None) -> None:
         self.steps, self.visible, self.bins = steps, visible, bins
         self.kernels: list[list[pd.DataFrame]] = [[] for _ in steps]
         self.replays: list[pd.DataFrame] = []
         self.families: StepFamilies | None = None
+        # what a timeline of each (non-empty) window draws, at most ``cap`` events
+        self.cap = cap
+        self.counters: list[EventCounter | None] = []
+        self.gap_cuts: list[GapTimeline | None] = []
+        for w, b in zip(steps, bins, strict=True):
+            on = cap is not None and len(w) > 0
+            self.counters.append(EventCounter(int(b.starts[0]), b.ext_cummax) if on else None)
+            self.gap_cuts.append(GapTimeline(int(b.starts[0]), b.ext_cummax, cast(int, cap))
+                                 if on else None)
+        self.max_call_ns = self.max_gpu_ns = 0  # the longest API call and GPU row
+        self.cuts: list[TimelineCut | None] = [None for _ in steps]
+
+    @property
+    def sinks(self) -> tuple[GapSink, ...]:
+        """What the gap measurement fills: the windows' gap bins and timelines' gaps."""
+        return (*self.bins, *(g for g in self.gap_cuts if g is not None))
 
     @classmethod
-    def of(cls, table: pd.DataFrame, windows: Windows) -> _Asked:
+    def of(cls, table: pd.DataFrame, windows: Windows, cap: int | None = None) -> _Asked:
         """The windows of the step table ``table`` (every step; a step's number is its row),
         with each window's steps whose kernels are in the trace and its gap bins (the
         steps' extents as cgprof.diff.view makes them: host start to the later of the host
-        end and the step's last GPU work)."""
+        end and the step's last GPU work); ``cap``: their timelines' events (None: no
+        timeline)."""
         if not (table["step"].to_numpy() == np.arange(len(table))).all():
             raise AssertionError("cgprof: a step's number is not its row")
         start = table["start_ns"].to_numpy(np.int64)
@@ -406,7 +445,79 @@ class _Asked:
             steps.append(w)
             visible.append(w[shown[w]])
             bins.append(GapBins(start[w], np.maximum.accumulate(extent[w])))
-        return cls(steps, visible, tuple(bins))
+        return cls(steps, visible, tuple(bins), cap)
+
+    def count_events(self, lows: list[int], highs: list[int],
+                     load: Callable[[E.RowRange], Any], say: Callable[[str], None],
+                     rows: int) -> None:
+        """Count the API calls and GPU rows of the timelines' windows
+        (:class:`EventCounter`), a slice of start times at a time, and note the longest
+        call and GPU row (where the span read of :meth:`cut` has to begin)."""
+        from cgprof import schema as S
+
+        on = [c for c in self.counters if c is not None]
+        if not on:
+            return
+        tables = [S.RUNTIME, S.KERNEL, S.MEMCPY, S.MEMSET, S.GRAPH_TRACE]
+        for i, (t0, t1) in enumerate(zip(lows, highs, strict=True)):
+            say(Detail(f"counting the timelines' events: slice {i + 1} of {len(lows)}"))
+            sub = load(E.RowRange(start=(t0, t1), gpu_start=(t0, t1), tables=tables))
+            calls = api_calls(sub, derived=False)
+            c_start, c_end = column(calls, "start_ns"), column(calls, "end_ns")
+            tid = column(calls, "tid")
+            if len(c_start):
+                self.max_call_ns = max(self.max_call_ns, int((c_end - c_start).max()))
+            for c in on:
+                c.add_calls(c_start, c_end, tid)
+            del calls, c_start, c_end, tid
+            for df in (sub.stored("kernels"), sub.memcpy, sub.memset, sub.graph_trace):
+                g_start = df["start_ns"].to_numpy(np.int64)
+                g_end = df["end_ns"].to_numpy(np.int64)
+                if len(g_start):
+                    self.max_gpu_ns = max(self.max_gpu_ns, int((g_end - g_start).max()))
+                for c in on:
+                    c.add(g_start, g_end)
+            del sub, df, g_start, g_end
+            release_memory(rows)  # the slice's frames, before the next one is read
+
+    def cut(self, table: pd.DataFrame, load: Callable[[E.RowRange], Any],
+            capture: np.ndarray | None) -> None:
+        """Each timeline's :class:`TimelineCut`: its steps and NVTX ranges counted, with
+        the gaps the measurement counted, the span it can draw found and read."""
+        from cgprof import schema as S
+
+        if not any(c is not None for c in self.counters):
+            return
+        nvtx = nvtx_ranges(load(E.RowRange(tables=[S.NVTX])))
+        n_start, n_end = nvtx["start_ns"].to_numpy(np.int64), nvtx["end_ns"].to_numpy(np.int64)
+        s_start = table["start_ns"].to_numpy(np.int64)
+        s_end = table["end_ns"].to_numpy(np.int64)
+        for k, (w, counter, gap_cut) in enumerate(zip(self.steps, self.counters,
+                                                       self.gap_cuts, strict=True)):
+            if counter is None or gap_cut is None:
+                continue
+            counter.add(s_start[w], s_end[w])
+            counter.add(n_start, n_end)
+            other = counter.other + gap_cut.counts
+            threads, per_thread = counter.per_thread()
+            ends, t0 = counter.ends, counter.t0
+            fit = max(int(np.searchsorted(other, cast(int, self.cap), "right")), 1)
+            t1 = int(ends[fit - 1])
+            trace = None
+            if len(threads) * len(ends) <= TIMELINE_MAX_CELLS:
+                whole = load(E.RowRange(
+                    start=(t0 - self.max_call_ns, t1), gpu_start=(t0 - self.max_gpu_ns, t1),
+                    tables=[S.RUNTIME, S.KERNEL, S.MEMCPY, S.MEMSET, S.GRAPH_TRACE, S.NVTX]))
+                trace = whole.cut(t0, t1, ("kernels", "runtime", "memcpy", "memset",
+                                           "graph_trace"))
+                del whole
+            gaps = gap_cut.frame()
+            g_start = gaps["start_ns"].to_numpy(np.int64)
+            g_end = gaps["end_ns"].to_numpy(np.int64)
+            self.cuts[k] = TimelineCut(
+                t0=t0, ends=ends, other=other, threads=threads, per_thread=per_thread, t1=t1,
+                trace=trace, capture=capture if capture is not None else np.zeros(0, np.int64),
+                gaps=gaps[(g_end > t0) & (g_start < t1)].reset_index(drop=True))
 
     def sum_kernels(self, chunks: list[Chunk], load: Callable[[E.RowRange], Any],
                     lookup: tuple[np.ndarray, int], say: Callable[[str], None]) -> None:
@@ -442,9 +553,10 @@ class _Asked:
         assert self.families is not None  # (set in the chunk pass)
         return tuple(
             WindowTotals(steps=w, kernels=merge_name_totals(k), families=self.families.of(w),
-                         replays=r, gap_hist=b.frame())
-            for w, k, r, b in zip(self.steps, self.kernels, self.replays, self.bins,
-                                  strict=True))
+                         replays=r, gap_hist=b.frame(), timeline=c)
+            for w, k, r, b, c in zip(self.steps, self.kernels, self.replays, self.bins,
+                                     self.cuts, strict=True))
+
 
 
 def _step_by_corr(corr: np.ndarray, table: np.ndarray, lo: int) -> np.ndarray:
@@ -605,7 +717,7 @@ def _exact_times(df: pd.DataFrame) -> bool:
 def _gaps(slices: Callable[[], Iterator[pd.DataFrame]], calls: pd.DataFrame,
           span: tuple[int, int], window: tuple[int, int] | None, min_gap_ns: int,
           steps: StepResult, lookup: tuple[np.ndarray, int], gap_limit: int,
-          bins: tuple[GapBins, ...] = ()) -> GapResult:
+          bins: tuple[GapSink, ...] = ()) -> GapResult:
     """The report window's gaps (the ``gap_limit`` longest listed) and each step's launch
     wait (filled into ``steps``, from the span's gaps however short), measured on the GPU
     timeline's narrow columns a slice at a time (:func:`_timeline`), without a table of

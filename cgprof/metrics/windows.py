@@ -8,6 +8,7 @@ these totals as it reads its chunks, for the windows asked of it before its last
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,8 +16,8 @@ import pandas as pd
 from cgprof.metrics.intervals import counts_by_code, sums_by_code
 from cgprof.metrics.launches import FAMILIES
 
-__all__ = ["WindowTotals", "name_totals", "merge_name_totals", "family_codes", "StepFamilies",
-           "extent_ends"]
+__all__ = ["WindowTotals", "TimelineCut", "TIMELINE_MAX_CELLS", "EventCounter", "name_totals",
+           "merge_name_totals", "family_codes", "StepFamilies", "extent_ends"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,89 @@ class WindowTotals:
     families: list[tuple[str, int, int]]
     replays: pd.DataFrame
     gap_hist: pd.DataFrame
+    #: what a timeline of the window draws, when asked (:class:`TimelineCut`); None: not
+    timeline: TimelineCut | None = None
+
+
+#: Host threads x window steps above which a timeline's API calls are not counted per
+#: thread (cgprof.report.figures; a chunked analysis then gathers no timeline).
+TIMELINE_MAX_CELLS = 20_000_000
+
+
+@dataclass(frozen=True)
+class TimelineCut:
+    """What a timeline of a window of steps draws, gathered by a chunked analysis for a
+    report's page (cgprof.report.figures.timeline_apart makes the same of a whole one):
+    the window's events counted per step and the trace cut to the span the timeline can
+    draw.
+
+    t0, ends    the window's first host start and its steps' extent ends (running max)
+    other       per window step: the events that overlap ``[t0, ends[-1])`` and start
+                before the step's end, of every kind but the API calls (steps, NVTX ranges,
+                GPU work, gaps)
+    threads     the host threads of the API calls that overlap the window (ascending)
+    per_thread  (threads, steps): each thread's calls counted as ``other``
+    t1          the end of the cut: the last leading step's end whose ``other`` fits the cap
+    trace       a cgprof.trace.Trace of the rows that overlap ``[t0, t1)`` (its NVTX ranges
+                whole), None: the window's threads x steps were too many to count apart
+    capture     the correlation ids of the trace's calls made during stream capture (as the
+                whole trace's calls mark them)
+    gaps        the listed GPU gaps that overlap ``[t0, t1)`` (device_id, start_ns, end_ns,
+                gap_ns, kind, next_api), in the gap table's order
+    """
+
+    t0: int
+    ends: np.ndarray
+    other: np.ndarray
+    threads: np.ndarray
+    per_thread: np.ndarray
+    t1: int
+    trace: Any
+    capture: np.ndarray
+    gaps: pd.DataFrame
+
+
+class EventCounter:
+    """:class:`TimelineCut`'s counts of a window, taken a batch of rows at a time: each
+    batch's rows that overlap ``[t0, ends[-1])``, counted per step by start (``other``),
+    API calls per host thread."""
+
+    def __init__(self, t0: int, ends: np.ndarray) -> None:
+        self.t0, self.ends = int(t0), np.asarray(ends, dtype=np.int64)
+        self.other = np.zeros(len(self.ends), dtype=np.int64)
+        self.threads: dict[int, np.ndarray] = {}
+
+    def hit(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Which rows overlap the window."""
+        return (end > self.t0) & (start < self.ends[-1])
+
+    def _counts(self, starts: np.ndarray) -> np.ndarray:
+        ok = len(starts) < 2 or bool((starts[1:] >= starts[:-1]).all())
+        return np.searchsorted(starts if ok else np.sort(starts), self.ends, "left")
+
+    def add(self, start: np.ndarray, end: np.ndarray) -> None:
+        """Rows of an event table that is not API calls."""
+        start = np.asarray(start, dtype=np.int64)
+        self.other += self._counts(start[self.hit(start, np.asarray(end, dtype=np.int64))])
+
+    def add_calls(self, start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> None:
+        """API calls, with their host threads."""
+        start = np.asarray(start, dtype=np.int64)
+        rows = self.hit(start, np.asarray(end, dtype=np.int64))
+        if not rows.any():
+            return
+        s, t = start[rows], np.asarray(tid, dtype=np.int64)[rows]
+        for tid_ in np.unique(t).tolist():
+            mine = self._counts(s[t == tid_])
+            have = self.threads.get(tid_)
+            self.threads[tid_] = mine if have is None else have + mine
+
+    def per_thread(self) -> tuple[np.ndarray, np.ndarray]:
+        """(threads ascending, their counts: threads x steps)."""
+        threads = np.array(sorted(self.threads), dtype=np.int64)
+        table = (np.stack([self.threads[t] for t in threads.tolist()]) if len(threads)
+                 else np.zeros((0, len(self.ends)), dtype=np.int64))
+        return threads, table
 
 
 def name_totals(names: pd.Series, dur: pd.Series, rows: np.ndarray) -> pd.DataFrame:

@@ -35,8 +35,10 @@ import plotly.graph_objects as go
 
 from cgprof import schema as S
 from cgprof.diff import DiffResult, RunView, cached_api_calls, seed_api_calls
+from cgprof.metrics.launches import api_calls
 from cgprof.metrics.summaries import nvtx_ranges
-from cgprof.trace import DERIVED, column
+from cgprof.metrics.windows import TIMELINE_MAX_CELLS, TimelineCut
+from cgprof.trace import column
 
 __all__ = [
     "DEFAULT_MAX_EVENTS", "DrawWindow", "draw_window", "timeline", "step_times",
@@ -414,7 +416,7 @@ class EventCounts:
 
 
 #: Threads x window steps above which a view's events are not counted apart (their table).
-_APART_MAX_CELLS = 20_000_000
+_APART_MAX_CELLS = TIMELINE_MAX_CELLS
 
 
 def _count_apart(v: RunView) -> EventCounts | None:
@@ -505,16 +507,30 @@ def timeline_apart(v: RunView, max_events: int = DEFAULT_MAX_EVENTS) -> RunView:
     t0, ends = _window_ends(v, len(v.steps))
     t1 = int(ends[max(int(np.searchsorted(counts.other, max_events, "right")), 1) - 1])
     tr = v.events_trace
-    parts = {}
-    for name in _CUT_TABLES:
-        df = tr.stored(name) if name in DERIVED else getattr(tr, name)
-        parts[name] = df[_overlapping(df, t0, t1)].reset_index(drop=True)
-    cut = dataclasses.replace(tr, **parts)
-    cut.hold_like(tr)
+    cut = tr.cut(t0, t1, _CUT_TABLES)
     calls = cached_api_calls(tr)  # their launch family and capture flag as the whole trace's
     seed_api_calls(cut, calls[_overlapping(calls, t0, t1)])
     gaps = v.events_gaps
     apart = EventsApart(cut, gaps[_overlapping(gaps, t0, t1)], counts)
+    return dataclasses.replace(v.without_events(), timeline=apart)
+
+
+def timeline_cut(v: RunView, cut: TimelineCut) -> RunView | None:
+    """:func:`timeline_apart` of a view of a chunked analysis, which keeps no trace: the
+    events its timeline can draw and their counts, as the analysis gathered them for the
+    view's window (``cut``: cgprof.metrics.chunked.analyze_path's ``timelines``). None where
+    the window's threads x steps were too many to count its calls apart (the page then
+    needs the whole analysis, as :func:`timeline_apart` keeps the view whole)."""
+    if cut.trace is None:
+        return None
+    if not np.array_equal(cut.ends, _window_ends(v, len(v.steps))[1]):
+        raise AssertionError("cgprof: a timeline gathered for another window of steps")
+    calls = api_calls(cut.trace, derived=False)
+    # stream capture as the whole trace's calls mark it (a capture begun before the cut)
+    calls["in_capture"] = np.isin(calls["corr_id"].to_numpy(), cut.capture)
+    seed_api_calls(cut.trace, calls)
+    apart = EventsApart(cut.trace, cut.gaps, EventCounts(cut.other, cut.threads,
+                                                         cut.per_thread))
     return dataclasses.replace(v.without_events(), timeline=apart)
 
 

@@ -20,11 +20,20 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from plotly.utils import PlotlyJSONEncoder
 
 from cgprof import __version__
-from cgprof.diff import SLOWER_RATIO, DiffResult, RunView, compactness_text, view, work_summary
+from cgprof.diff import (
+    SLOWER_RATIO,
+    DiffResult,
+    RunView,
+    compactness_text,
+    view,
+    window_totals,
+    work_summary,
+)
 from cgprof.metrics import AnalysisResult
 from cgprof.report import figures as F
 
@@ -134,6 +143,18 @@ def _mode_parts(result: AnalysisResult, v: RunView,
     return tuple(view(result, label=f"{m} steps", mode=m) for m in ("eager", "graph"))
 
 
+def single_page_runs(path: Any, steps: slice | None) -> list[tuple[str, slice | None,
+                                                                   str | None]]:
+    """The views (label, steps, mode) the single-run page of the trace at ``path`` makes
+    (:func:`_single_view`, :func:`_mode_parts`): what a chunked analysis gathers totals
+    and the timeline for (cgprof.metrics.chunked.analyze_path's ``windows``)."""
+    return [(_stem(path), steps, None), *((f"{m} steps", None, m) for m in ("eager", "graph"))]
+
+
+def _stem(path: Any) -> str:
+    return Path(str(path)).stem or "run"
+
+
 def diff_page_data(d: DiffResult, max_events: int = F.DEFAULT_MAX_EVENTS) -> dict[str, Any]:
     """The JSON payload of the diff page."""
     figs, w = _figures(d.views, max_events)
@@ -141,7 +162,15 @@ def diff_page_data(d: DiffResult, max_events: int = F.DEFAULT_MAX_EVENTS) -> dic
 
 
 def _single_view(result: AnalysisResult, steps: slice | None) -> RunView:
-    return view(result, label=Path(str(result.info["path"])).stem or "run", steps=steps)
+    """The page's view; of a chunked analysis (no trace), with the timeline it gathered."""
+    v = view(result, label=_stem(result.info["path"]), steps=steps)
+    if result.trace is not None:
+        return v
+    cut = window_totals(result, v.label, v.steps["step"].to_numpy(np.int64)).timeline
+    got = F.timeline_cut(v, cut) if cut is not None else None
+    if got is None:
+        raise AssertionError("cgprof: a chunked view without its timeline")
+    return got
 
 
 # ---------------------------------------------------------------------------------------
