@@ -143,3 +143,35 @@ def with_tied_copies(ops: Any) -> tuple[Any, list[int]]:
     both["kind"] = both["kind"].astype(ops["kind"].dtype)
     assert (start[pick] == both["start_ns"].to_numpy()[rows]).all()
     return both, rows.tolist()
+
+
+def spy_sweeps(monkeypatch: Any, slices: bool = True) -> dict[str, int]:
+    """The gap measurement's sliced sweep from one op on (``CHUNKED_MIN_OPS`` 1), counting
+    the sweeps finished (``sweeps``), the fallbacks and, with ``slices``, the slices swept,
+    whatever became of their sweep (``slices``)."""
+    from cgprof.metrics import gaps as G
+
+    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1)
+    seen = {"sweeps": 0, "fallbacks": 0, **({"slices": 0} if slices else {})}
+    finish, fallback, add = G._SliceSweep.finish, G._SlicedRun.fallback, G._SliceSweep.add
+
+    def spy_finish(self: Any) -> Any:
+        got = finish(self)
+        seen["sweeps"] += got is not None
+        return got
+
+    def spy_fallback(self: Any, *a: Any) -> Any:
+        seen["fallbacks"] += 1
+        return fallback(self, *a)
+
+    def spy_add(self: Any, live: Any) -> Any:
+        ok = add(self, live)
+        seen["slices"] += ok
+        return ok
+
+    monkeypatch.setattr(G._SliceSweep, "finish", spy_finish)
+    monkeypatch.setattr(G._SlicedRun, "fallback", spy_fallback)
+    if slices:
+        monkeypatch.setattr(G._SliceSweep, "add", spy_add)
+    return seen
+

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pandas.testing as pdt
 import pytest
-from conftest import Slices, every_cut, random_cuts, wait_table, with_tied_copies
+from conftest import Slices, every_cut, random_cuts, spy_sweeps, wait_table, with_tied_copies
 
 import cgprof
 from cgprof.metrics import analyze, chunked
@@ -131,22 +131,7 @@ def _sliced(ops: pd.DataFrame, calls: pd.DataFrame, cuts: list[int], asks: list[
 def swept(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """The chunked sweep from one op (every shipped trace); counts the sweeps finished and
     the fallbacks."""
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1)
-    seen = {"sweeps": 0, "fallbacks": 0}
-    finish, fallback = G._SliceSweep.finish, G._SlicedRun.fallback
-
-    def spy_finish(self: Any) -> Any:
-        got = finish(self)
-        seen["sweeps"] += got is not None
-        return got
-
-    def spy_fallback(self: Any, *a: Any) -> Any:
-        seen["fallbacks"] += 1
-        return fallback(self, *a)
-
-    monkeypatch.setattr(G._SliceSweep, "finish", spy_finish)
-    monkeypatch.setattr(G._SlicedRun, "fallback", spy_fallback)
-    return seen
+    return spy_sweeps(monkeypatch, slices=False)
 
 
 def _taken(path: Path) -> _Case:

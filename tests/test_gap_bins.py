@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pandas.testing as pdt
 import pytest
-from conftest import Slices, every_cut, random_cuts, wait_table, with_tied_copies
+from conftest import Slices, every_cut, random_cuts, spy_sweeps, wait_table, with_tied_copies
 
 import cgprof
 from cgprof.metrics import chunked
@@ -180,28 +180,7 @@ def _same(bins: tuple[GapBins, ...], want: list[pd.DataFrame], what: str) -> Non
 def swept(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """The chunked sweep from one op; counts the sweeps finished and the fallbacks (and in
     ``swept["slices"]``, the slices swept, whatever became of their sweep)."""
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1)
-    seen = {"sweeps": 0, "fallbacks": 0}
-    finish, fallback, add = G._SliceSweep.finish, G._SlicedRun.fallback, G._SliceSweep.add
-
-    def spy_finish(self: Any) -> Any:
-        got = finish(self)
-        seen["sweeps"] += got is not None
-        return got
-
-    def spy_fallback(self: Any, *a: Any) -> Any:
-        seen["fallbacks"] += 1
-        return fallback(self, *a)
-
-    def spy_add(self: Any, live: Any) -> Any:
-        ok = add(self, live)
-        seen["slices"] = seen.get("slices", 0) + ok
-        return ok
-
-    monkeypatch.setattr(G._SliceSweep, "finish", spy_finish)
-    monkeypatch.setattr(G._SlicedRun, "fallback", spy_fallback)
-    monkeypatch.setattr(G._SliceSweep, "add", spy_add)
-    return seen
+    return spy_sweeps(monkeypatch)
 
 
 def _asks(case: _Case) -> list[GapAsk]:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import Slices, every_cut, random_cuts, wait_table, with_tied_copies
+from conftest import Slices, every_cut, random_cuts, spy_sweeps, wait_table, with_tied_copies
 
 import cgprof
 from cgprof.metrics import chunked
@@ -246,24 +246,9 @@ def swept(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """The chunked sweep from one op; counts the sliced sweeps finished, the fallbacks, the
     slices swept (whatever became of their sweep), and the batches and tables handed to
     GapTimelines."""
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1)
-    seen = {"sweeps": 0, "fallbacks": 0, "slices": 0, "batches": 0, "tables": 0}
-    finish, fallback, add = G._SliceSweep.finish, G._SlicedRun.fallback, G._SliceSweep.add
+    seen = spy_sweeps(monkeypatch)
+    seen.update(batches=0, tables=0)
     add_batch, add_table = GapTimeline.add_batch, GapTimeline.add_table
-
-    def spy_finish(self: Any) -> Any:
-        got = finish(self)
-        seen["sweeps"] += got is not None
-        return got
-
-    def spy_fallback(self: Any, *a: Any) -> Any:
-        seen["fallbacks"] += 1
-        return fallback(self, *a)
-
-    def spy_add(self: Any, live: Any) -> Any:
-        ok = add(self, live)
-        seen["slices"] += ok
-        return ok
 
     def spy_batch(self: GapTimeline, batch: GapBatch) -> None:
         seen["batches"] += 1
@@ -273,9 +258,6 @@ def swept(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         seen["tables"] += 1
         add_table(self, gaps, min_gap_ns)
 
-    monkeypatch.setattr(G._SliceSweep, "finish", spy_finish)
-    monkeypatch.setattr(G._SlicedRun, "fallback", spy_fallback)
-    monkeypatch.setattr(G._SliceSweep, "add", spy_add)
     monkeypatch.setattr(GapTimeline, "add_batch", spy_batch)
     monkeypatch.setattr(GapTimeline, "add_table", spy_table)
     return seen

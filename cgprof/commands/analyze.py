@@ -67,6 +67,7 @@ def _analyze_chunked(path: Path, step, skip, min_gap_us, say, page=None):
     and timeline it then gathers too; None also where that timeline's calls were on too
     many threads to count a chunk at a time."""
     from cgprof.metrics.chunked import analyze_capped
+    from cgprof.metrics.windows import timelines_gathered
     from cgprof.report.json_report import GAP_LIST_LIMIT
 
     windows = cap = None
@@ -79,9 +80,7 @@ def _analyze_chunked(path: Path, step, skip, min_gap_us, say, page=None):
     got = analyze_capped(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=say,
                          planned=lambda chunks: note_chunked(path, chunks),
                          gap_limit=GAP_LIST_LIMIT, windows=windows, timelines=cap)
-    if got is not None and cap is not None and not all(
-            t.timeline is not None and t.timeline.trace is not None
-            for t in got.windows if len(t.steps)):
+    if got is not None and cap is not None and not timelines_gathered(got.windows):
         note_drawn_whole(path)
         return None
     return got

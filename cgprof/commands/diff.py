@@ -53,16 +53,9 @@ def _view_apart(result, run: tuple, max_events: int | None) -> _Apart:
         if max_events is None:
             made = v.without_events()
         elif result.trace is None:  # a chunked analysis: the timeline it gathered
-            import numpy as np
+            from cgprof.report.figures import chunked_timeline
 
-            from cgprof.diff import window_totals
-            from cgprof.report.figures import timeline_cut
-
-            cut = window_totals(result, run[0], v.steps["step"].to_numpy(np.int64)).timeline
-            got = timeline_cut(v, cut) if cut is not None else None
-            if got is None:
-                raise AssertionError("cgprof: a chunked view without its timeline")
-            made = got
+            made = chunked_timeline(result, v)
         else:
             from cgprof.report.figures import timeline_apart  # plotly: for -o only
 
@@ -94,6 +87,7 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None, cap=None)
     (:func:`_chunked`). ``say``: the progress bar's (cgprof.commands.progress), or None."""
     from cgprof.engine import apart_wanted
     from cgprof.metrics import analyze
+    from cgprof.metrics.windows import timelines_gathered
     from cgprof.parallel import analyze_files, expand_inputs, is_trace_dir
     from cgprof.ranks import (
         analyze_ranks,
@@ -139,9 +133,7 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None, cap=None)
     drawn = False  # read whole over the cap for the HTML page
     if rank is None and runs is not None and apart_wanted(path):
         chunked = _chunked(path, step, skip, runs, say, cap)
-        if chunked is not None and (cap is None or all(
-                t.timeline is not None and t.timeline.trace is not None
-                for t in chunked.windows if len(t.steps))):
+        if chunked is not None and (cap is None or timelines_gathered(chunked.windows)):
             return chunked
         drawn = chunked is not None  # (its timelines' calls too many to count apart)
         del chunked

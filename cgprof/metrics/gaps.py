@@ -44,6 +44,7 @@ from cgprof.metrics.intervals import (
     match_pairs,
     segment_busy,
     sort_stable,
+    starts_before,
     sums_by_code,
     sweep_chunks,
     table_get,
@@ -472,7 +473,7 @@ class GapTimeline:
         if not len(hit):
             return
         s = start[hit]
-        self.counts += np.searchsorted(s if _ascending(s) else np.sort(s), self.ends, "left")
+        self.counts += starts_before(s, self.ends)
         if len(hit) > self.keep:  # no gap after this batch's keep-th earliest is kept
             cut = int(np.partition(s, self.keep - 1)[self.keep - 1])
             self.bound = cut if self.bound is None else min(self.bound, cut)
@@ -514,9 +515,6 @@ class GapTimeline:
             out = out[out["start_ns"].to_numpy() <= self.bound]
         return out.sort_values(["device_id", "start_ns"], kind="stable").reset_index(drop=True)
 
-
-def _ascending(a: np.ndarray) -> bool:
-    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
 
 
 #: What a measurement can be asked to fill as it goes (GapAsk.bins).

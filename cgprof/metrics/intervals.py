@@ -17,6 +17,13 @@ def is_sorted(df: pd.DataFrame, cols: list[str]) -> bool:
     return arrays_sorted([df[c].to_numpy() for c in cols])
 
 
+def starts_before(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each of ``ends``, how many of ``starts`` (int64, any order) lie before it: what a
+    timeline counts per step of the events that start before the step's end (sorted only
+    when they are not already)."""
+    return np.searchsorted(starts if arrays_sorted([starts]) else np.sort(starts), ends, "left")
+
+
 def arrays_sorted(arrays: list[np.ndarray]) -> bool:
     """:func:`is_sorted` over columns given as numpy arrays (False unless integer or bool).
     After the first column that is not constant, only the rows tied so far are compared (a

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cgprof.metrics.intervals import counts_by_code, sums_by_code
+from cgprof.metrics.intervals import counts_by_code, starts_before, sums_by_code
 from cgprof.metrics.launches import FAMILIES
 
 __all__ = ["WindowTotals", "TimelineCut", "TIMELINE_MAX_CELLS", "EventCounter", "name_totals",
-           "merge_name_totals", "family_codes", "StepFamilies", "extent_ends"]
+           "timelines_gathered", "merge_name_totals", "family_codes", "StepFamilies", "extent_ends"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,14 @@ class WindowTotals:
 #: Host threads x window steps above which a timeline's API calls are not counted per
 #: thread (cgprof.report.figures; a chunked analysis then gathers no timeline).
 TIMELINE_MAX_CELLS = 20_000_000
+
+
+def timelines_gathered(totals: tuple[WindowTotals, ...]) -> bool:
+    """Whether a chunked analysis asked for timelines gathered each one its non-empty
+    windows need (False: a window's calls were on too many threads to count apart, and the
+    page needs the whole analysis)."""
+    return all(t.timeline is not None and t.timeline.trace is not None
+               for t in totals if len(t.steps))
 
 
 @dataclass(frozen=True)
@@ -96,14 +104,11 @@ class EventCounter:
         """Which rows overlap the window."""
         return (end > self.t0) & (start < self.ends[-1])
 
-    def _counts(self, starts: np.ndarray) -> np.ndarray:
-        ok = len(starts) < 2 or bool((starts[1:] >= starts[:-1]).all())
-        return np.searchsorted(starts if ok else np.sort(starts), self.ends, "left")
-
     def add(self, start: np.ndarray, end: np.ndarray) -> None:
         """Rows of an event table that is not API calls."""
         start = np.asarray(start, dtype=np.int64)
-        self.other += self._counts(start[self.hit(start, np.asarray(end, dtype=np.int64))])
+        hit = self.hit(start, np.asarray(end, dtype=np.int64))
+        self.other += starts_before(start[hit], self.ends)
 
     def add_calls(self, start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> None:
         """API calls, with their host threads."""
@@ -113,7 +118,7 @@ class EventCounter:
             return
         s, t = start[rows], np.asarray(tid, dtype=np.int64)[rows]
         for tid_ in np.unique(t).tolist():
-            mine = self._counts(s[t == tid_])
+            mine = starts_before(s[t == tid_], self.ends)
             have = self.threads.get(tid_)
             self.threads[tid_] = mine if have is None else have + mine
 

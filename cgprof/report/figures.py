@@ -34,7 +34,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from cgprof import schema as S
-from cgprof.diff import DiffResult, RunView, cached_api_calls, seed_api_calls
+from cgprof.diff import DiffResult, RunView, cached_api_calls, seed_api_calls, window_totals
+from cgprof.metrics.intervals import arrays_sorted, starts_before
 from cgprof.metrics.launches import api_calls
 from cgprof.metrics.summaries import nvtx_ranges
 from cgprof.metrics.windows import TIMELINE_MAX_CELLS, TimelineCut
@@ -191,12 +192,9 @@ def _event_starts(v: RunView, t0: int, t1: int) -> list[np.ndarray]:
         if name == "calls" and hit.any():  # the busiest threads' rows only
             hit &= _busiest_rows(df, hit)
         starts = df["start_ns"].to_numpy(np.int64)[hit]
-        out.append(starts if _ascending(starts) else np.sort(starts))
+        out.append(starts if arrays_sorted([starts]) else np.sort(starts))
     return out
 
-
-def _ascending(a: np.ndarray) -> bool:
-    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
 
 
 def _events(v: RunView, t0: int, t1: int) -> pd.DataFrame:
@@ -431,8 +429,7 @@ def _count_apart(v: RunView) -> EventCounts | None:
         hit = _overlapping(df, t0, t1)
         starts = df["start_ns"].to_numpy(np.int64)[hit]
         if name != "calls":
-            other += np.searchsorted(starts if _ascending(starts) else np.sort(starts), ends,
-                                     "left")
+            other += starts_before(starts, ends)
             continue
         threads, codes, of_code = _thread_index(df, hit)
         if len(threads) * len(ends) > _APART_MAX_CELLS:
@@ -441,8 +438,7 @@ def _count_apart(v: RunView) -> EventCounts | None:
         if len(threads) <= _MASKED_THREADS:  # each thread's calls by a mask: no sort
             for j in range(len(threads)):
                 mine = starts[(of_code == j)[codes]]
-                per_thread[j] = np.searchsorted(mine if _ascending(mine) else np.sort(mine),
-                                                ends, "left")
+                per_thread[j] = starts_before(mine, ends)
         else:
             at = of_code[codes]
             order = np.lexsort((starts, at))
@@ -532,6 +528,16 @@ def timeline_cut(v: RunView, cut: TimelineCut) -> RunView | None:
     apart = EventsApart(cut.trace, cut.gaps, EventCounts(cut.other, cut.threads,
                                                          cut.per_thread))
     return dataclasses.replace(v.without_events(), timeline=apart)
+
+
+def chunked_timeline(result: Any, v: RunView) -> RunView:
+    """:func:`timeline_cut` of the view ``v`` of a chunked analysis ``result`` (no trace),
+    with the cut it gathered for ``v``'s window (its ``windows``: cgprof.diff.window_totals)."""
+    cut = window_totals(result, v.label, v.steps["step"].to_numpy(np.int64)).timeline
+    got = timeline_cut(v, cut) if cut is not None else None
+    if got is None:
+        raise AssertionError("cgprof: a chunked view without its timeline")
+    return got
 
 
 def leading_outliers(v: RunView) -> int:

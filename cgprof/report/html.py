@@ -20,7 +20,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from plotly.utils import PlotlyJSONEncoder
 
@@ -31,7 +30,6 @@ from cgprof.diff import (
     RunView,
     compactness_text,
     view,
-    window_totals,
     work_summary,
 )
 from cgprof.metrics import AnalysisResult
@@ -164,13 +162,7 @@ def diff_page_data(d: DiffResult, max_events: int = F.DEFAULT_MAX_EVENTS) -> dic
 def _single_view(result: AnalysisResult, steps: slice | None) -> RunView:
     """The page's view; of a chunked analysis (no trace), with the timeline it gathered."""
     v = view(result, label=_stem(result.info["path"]), steps=steps)
-    if result.trace is not None:
-        return v
-    cut = window_totals(result, v.label, v.steps["step"].to_numpy(np.int64)).timeline
-    got = F.timeline_cut(v, cut) if cut is not None else None
-    if got is None:
-        raise AssertionError("cgprof: a chunked view without its timeline")
-    return got
+    return v if result.trace is not None else F.chunked_timeline(result, v)
 
 
 # ---------------------------------------------------------------------------------------
