@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from cgprof import engine as E
 from cgprof import schema as S
 from cgprof import scratch
 from cgprof.errors import CgprofError, TraceError
+from cgprof.settings import current, in_context
 
 #: Bump when the layout or the columns stored change: old entries are then ignored
 #: (and their key changes too, see :func:`key`). 2: the activity tables as Trace frames.
@@ -61,22 +61,14 @@ PARQUET, ARROW = ".parquet", ".arrow"
 
 
 def enabled() -> bool:
-    """The cache is on unless ``CGPROF_NO_CACHE`` is set to something other than 0/empty."""
-    return os.environ.get("CGPROF_NO_CACHE", "").strip() in ("", "0")
+    """Whether the active settings use the cache (``--no-cache``, ``CGPROF_NO_CACHE``)."""
+    return current().cache
 
 
 def cache_dir() -> Path:
-    """``$CGPROF_CACHE``, else the platform's user cache folder + ``/cgprof``."""
-    env = os.environ.get("CGPROF_CACHE", "").strip()
-    if env:
-        return Path(env).expanduser()
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "cgprof"
-    if os.name == "nt":
-        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
-        return Path(base) / "cgprof" / "Cache"
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
-    return Path(base) / "cgprof"
+    """The active settings' cache folder (``$CGPROF_CACHE``, else the platform's user cache
+    folder + ``/cgprof``)."""
+    return current().cache_folder
 
 
 def key(path: Path) -> str:
@@ -623,7 +615,7 @@ def write_later(pending: Pending, trace: Any, rebuild: Any,
         except BaseException:  # a failed write costs only speed, never the analysis
             pending.abort()
 
-    thread = threading.Thread(target=run, name="cgprof-cache-writer")
+    thread = threading.Thread(target=in_context(run), name="cgprof-cache-writer")
     _writers.append(thread)
     thread.start()
 

@@ -18,8 +18,8 @@ for as a :class:`pyarrow.Table` (``read``). Only what exists is asked for: the l
 when one is set (the cache writes each table as soon as it is read, so a 10M-row table's
 Arrow copy is not kept for a write at the end), else remembered in ``reads``.
 
-Engine settings: ``CGPROF_THREADS`` (threads DuckDB and Arrow may use; the ranks worker
-processes set it to 1) and ``CGPROF_MEMORY_LIMIT`` / ``--memory-limit`` (DuckDB's cap).
+The threads DuckDB and Arrow may use and DuckDB's memory cap come from the active
+:class:`cgprof.settings.Settings` (the ranks' worker processes use one thread).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -35,36 +34,27 @@ from typing import Any
 
 from cgprof import schema as S
 from cgprof.errors import TraceError
+from cgprof.settings import current, in_context
 
 #: Name suffixes of the directories nsys writes with ``nsys export --type parquetdir|arrowdir``.
 DIR_SUFFIXES = {".parquetdir": "parquetdir", ".arrowdir": "arrowdir"}
 #: File suffix of one table in each directory kind.
 TABLE_SUFFIX = {"parquetdir": ".parquet", "arrowdir": ".arrow"}
 
-DEFAULT_MEMORY_LIMIT = "4GB"
-
-
 def threads() -> int:
-    """Threads the engine may use: ``CGPROF_THREADS``, else every core (at most 8)."""
-    value = os.environ.get("CGPROF_THREADS", "").strip()
-    if value:
-        try:
-            n = int(value)
-        except ValueError:
-            raise TraceError(f"CGPROF_THREADS={value!r}: not a whole number") from None
-        if n < 1:
-            raise TraceError(f"CGPROF_THREADS={value!r}: must be at least 1")
-        return n
-    return max(1, min(8, os.cpu_count() or 1))
+    """Threads the engine may use (:attr:`cgprof.settings.Settings.threads`: every core, at
+    most 8, unless set)."""
+    return current().thread_count
 
 
 _capped: list[int] = []
 
 
 def _cap_arrow_threads() -> None:
-    """Arrow's own thread pool follows ``CGPROF_THREADS`` too (set once per value)."""
-    n = threads()
-    if _capped != [n] and os.environ.get("CGPROF_THREADS", "").strip():
+    """Arrow's own thread pool follows the settings' ``threads`` too, when set (once per
+    value)."""
+    n = current().threads
+    if n is not None and _capped != [n]:
         import pyarrow as pa
 
         pa.set_cpu_count(n)
@@ -72,25 +62,9 @@ def _cap_arrow_threads() -> None:
         _capped[:] = [n]
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """``"1GB"`` -> 1_000_000_000 bytes (KB/MB/GB/TB are powers of 10, KiB/MiB/GiB of 2)."""
-    m = _SIZE.match(text or "")
-    if not m:
-        raise TraceError(f"memory limit {text!r}: expected a size such as 1GB or 512MiB")
-    unit = (m.group(2) or "").upper()
-    return int(float(m.group(1)) * _UNITS[unit])
-
-
 def memory_limit() -> str:
-    """The engine's memory cap: ``CGPROF_MEMORY_LIMIT`` or :data:`DEFAULT_MEMORY_LIMIT`."""
-    value = os.environ.get("CGPROF_MEMORY_LIMIT", "").strip() or DEFAULT_MEMORY_LIMIT
-    parse_size(value)
-    return value
+    """The engine's memory cap (:attr:`cgprof.settings.Settings.memory_limit`)."""
+    return current().memory_limit
 
 
 #: What a whole-trace analysis holds at its peak per kernel or CUDA API row, and besides
@@ -146,15 +120,17 @@ def activity_rows(path: Path) -> int | None:
 def apart_wanted(path: Path) -> bool:
     """Whether a multi-rank trace at ``path`` is to be read rank by rank: its whole analysis
     is expected to hold more than the memory cap (:func:`whole_analysis_bytes` of
-    :func:`activity_rows`), or ``CGPROF_RANKS_APART=1``; never with ``=0`` or where the
-    rows are not known up front. Cheap (no pandas, no scan): asked before every analysis."""
-    force = os.environ.get("CGPROF_RANKS_APART", "").strip()
-    if force == "0":
+    :func:`activity_rows`), or the settings' ``ranks_apart`` is True; never when it is False
+    or where the rows are not known up front. Cheap (no pandas, no scan): asked before every
+    analysis."""
+    settings = current()
+    force = settings.ranks_apart
+    if force is False:
         return False
     rows = activity_rows(path)
     if rows is None:  # (forced: an arrowdir, whose rows are not known up front)
-        return force == "1" and path.is_dir() and dir_kind(path) is not None
-    return force == "1" or whole_analysis_bytes(rows) > parse_size(memory_limit())
+        return bool(force) and path.is_dir() and dir_kind(path) is not None
+    return bool(force) or whole_analysis_bytes(rows) > settings.memory_limit_bytes
 
 
 def dir_kind(path: Path) -> str | None:
@@ -477,8 +453,8 @@ class InThread:
         import threading
 
         self._box: dict[str, Any] = {}
-        self._thread = threading.Thread(target=self._run, args=(fn, args), name=name,
-                                        daemon=True)
+        self._thread = threading.Thread(target=in_context(self._run), args=(fn, args),
+                                        name=name, daemon=True)
         self._thread.start()
 
     def _run(self, fn: Any, args: tuple[Any, ...]) -> None:
@@ -512,7 +488,7 @@ def fork_reads_ok(src: SqliteSource) -> bool:
     (a fork copies the calling thread only: a lock another one held would stay held in the
     child; the CLI prefetches before it starts any), a file of at most
     :data:`FORK_READ_MAX_BYTES`, the whole file (no row filter, no spill), DuckDB
-    installed, and not ``CGPROF_READER=thread`` nor ``CGPROF_ENGINE=sqlite3``."""
+    installed, and the settings' reader is not ``thread`` nor their engine ``sqlite3``."""
     import importlib.util
 
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
@@ -522,7 +498,7 @@ def fork_reads_ok(src: SqliteSource) -> bool:
             return False
     except OSError:
         return False
-    if os.environ.get("CGPROF_READER", "").strip().lower() == "thread" or src._duck_failed:
+    if current().reader == "thread" or src._duck_failed:
         return False
     if src.pid_filter is not None or src.spill is not None or src._duck is not None:
         return False
@@ -713,7 +689,7 @@ class SqliteSource(Source):
         self.conn = conn
         self._duck: Any = None
         self.duck_temp: Path | None = None  # where its DuckDB connection spills
-        self._duck_failed = os.environ.get("CGPROF_ENGINE", "").lower() == "sqlite3"
+        self._duck_failed = current().engine == "sqlite3"
         self._cursors: dict[str, Any] = {}  # the DuckDB cursor of each read ahead
         self._forked: ForkedReads | None = None  # the reads ahead of read_ahead_early's process
         #: the process tables written apart once (:class:`Spill`), read instead of the file

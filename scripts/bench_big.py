@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             note = " ".join(f"{s:.2f}" for s in r["runs_s"]) + (
                 f"  FAILED rc {r['rc']}: {r.get('stderr', '')}" if r["rc"] else "")
             print(f"{name:<8} {mode:<12} {r['s']:>8.2f} {r['rss_mb_max']:>12.0f}  {note}")
-    from cgprof.engine import parse_size
+    from cgprof.settings import parse_size
 
     cap_mb = parse_size(args.cap) / 2**20
     verdicts = {}

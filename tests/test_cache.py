@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from conftest import REPO
 
 import cgprof
-from cgprof import cache, engine
+from cgprof import cache, engine, settings
 from cgprof import schema as S_
 from cgprof import trace as T
 from cgprof.cli import main
@@ -164,7 +164,7 @@ def test_memory_limit_is_checked(cache_dir):
                                     "--memory-limit", "lots"])
     assert res.exit_code == 2
     assert "memory limit 'lots': expected a size such as 1GB or 512MiB" in res.output
-    assert engine.parse_size("1GB") == 10**9 and engine.parse_size("512MiB") == 512 * 2**20
+    assert settings.parse_size("1GB") == 10**9 and settings.parse_size("512MiB") == 512 * 2**20
 
 
 def test_a_run_above_the_memory_limit_says_so_on_stderr(cache_dir, tmp_path):

@@ -1,16 +1,13 @@
 """`--no-cache` and `--memory-limit`, shared by the commands that read traces.
 
-They become the environment settings the library reads (``CGPROF_NO_CACHE``,
-``CGPROF_MEMORY_LIMIT``, see :mod:`cgprof.engine` and :mod:`cgprof.cache`) for the duration of
-the command only, so worker processes started by the command inherit them too.
+With the environment they make the command's :class:`cgprof.settings.Settings`, once, and the
+command runs under them (:func:`cgprof.settings.using`).
 """
 
 from __future__ import annotations
 
 import functools
-import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -19,32 +16,14 @@ import click
 def _check_size(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is None:
         return None
-    from cgprof.engine import parse_size
     from cgprof.errors import CgprofError
+    from cgprof.settings import parse_size
 
     try:
         parse_size(value)
     except CgprofError as exc:
         raise click.BadParameter(str(exc)) from None
     return value
-
-
-@contextmanager
-def engine_settings(no_cache: bool, memory_limit: str | None) -> Iterator[None]:
-    """Set the engine's environment for one command, then put it back."""
-    wanted = {"CGPROF_NO_CACHE": "1" if no_cache else None,
-              "CGPROF_MEMORY_LIMIT": memory_limit}
-    old = {k: os.environ.get(k) for k, v in wanted.items() if v is not None}
-    for k in old:
-        os.environ[k] = wanted[k]  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def peak_rss() -> int | None:
@@ -76,7 +55,7 @@ def _note_over_cap(cap: str, source: str) -> None:
     bounds the SQLite read and how much of a trace is read at once (a rank; for `analyze`, a
     chunk of steps), not everything an analysis keeps, and a user who asked for 1GB should
     not believe the run kept to it (stdout stays the report's, or the JSON's)."""
-    from cgprof.engine import parse_size
+    from cgprof.settings import parse_size
 
     peak = peak_rss()
     if peak is None or peak <= parse_size(cap):
@@ -92,8 +71,9 @@ def note_apart(path: Any, ranks: int) -> None:
     """One line on stderr: the trace is read rank by rank because of the memory cap."""
     from cgprof import cache as C
     from cgprof import engine as E
+    from cgprof.settings import current
 
-    if os.environ.get("CGPROF_RANKS_APART", "").strip() == "1":
+    if current().ranks_apart:
         return  # asked for: nothing to explain
     need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
     cached = "; each rank is cached apart" if C.enabled() else ""
@@ -143,16 +123,25 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(*args: Any, no_cache: bool, memory_limit: str | None, **kwargs: Any) -> Any:
         from cgprof import engine as E
+        from cgprof.errors import CgprofError
+        from cgprof.settings import Settings, active, memory_limit_in_env, using
 
+        flags = {"memory_limit": memory_limit, "cache": False if no_cache else None}
+        try:  # (run from Python under settings of the caller's: those, with the flags)
+            base = active()
+            settings = (Settings.from_env(**flags) if base is None else
+                        base.replace(**{k: v for k, v in flags.items() if v is not None}))
+        except CgprofError as exc:
+            raise click.ClickException(str(exc)) from None
         E.engine_fallback(clear=True)
         try:
-            with engine_settings(no_cache, memory_limit):
+            with using(settings):
                 out = func(*args, **kwargs)
-                cap = os.environ.get("CGPROF_MEMORY_LIMIT", "").strip()
         finally:
             _note_fallback(E.engine_fallback(clear=True))
-        if cap:
-            _note_over_cap(cap, "--memory-limit" if memory_limit else "CGPROF_MEMORY_LIMIT")
+        if memory_limit or memory_limit_in_env():  # (a cap the user set, not the default)
+            _note_over_cap(settings.memory_limit,
+                           "--memory-limit" if memory_limit else "CGPROF_MEMORY_LIMIT")
         return out
 
     wrapper = click.option(

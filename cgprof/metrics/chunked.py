@@ -203,19 +203,19 @@ def analyze_capped(path: str | Path, step: str | None = None, skip: int = 0,
                    windows: Windows | None = None,
                    timelines: int | None = None) -> AnalysisResult | None:
     """:func:`analyze_path` with chunks of the size the memory cap gives
-    (:func:`chunk_rows` of cgprof.engine.memory_limit; ``CGPROF_CHUNK_STEPS`` forces a number
-    of steps per chunk): what ``cgprof analyze`` and ``cgprof check`` run for a one-process
+    (:func:`chunk_rows` of the settings' memory cap; their ``chunk_steps`` sets a number of
+    steps per chunk): what ``cgprof analyze`` and ``cgprof check`` run for a one-process
     trace whose whole analysis would exceed the cap. None when the trace is not one that
     path takes (a report, a trace without step ranges, ...: analysed whole then)."""
-    import os
+    from cgprof.settings import current
 
     path = Path(path)
     if path.suffix.lower() == ".nsys-rep":
         return None
-    rows = chunk_rows(E.parse_size(E.memory_limit()))
-    forced = os.environ.get("CGPROF_CHUNK_STEPS", "").strip()
+    settings = current()
+    rows = chunk_rows(settings.memory_limit_bytes)
     return analyze_path(path, step=step, skip=skip, min_gap_us=min_gap_us, progress=progress,
-                        chunk_steps=int(forced) if forced else None, chunk_rows=rows,
+                        chunk_steps=settings.chunk_steps, chunk_rows=rows,
                         planned=planned, gap_limit=gap_limit, windows=windows,
                         timelines=timelines)
 
