@@ -6,6 +6,9 @@ The public API follows the data flow record -> trace -> metrics -> diff -> repor
     result = cgprof.analyze(trace)             # every table `cgprof analyze` prints
     d = cgprof.diff(result_eager, result_graph)
 
+    from cgprof import Settings                # memory cap, cache, threads (cgprof.settings)
+    result = cgprof.analyze("big.sqlite", settings=Settings(memory_limit="1GB"))
+
 Importing cgprof is light: pandas and numpy only, never torch.
 """
 
@@ -17,23 +20,46 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     from cgprof.metrics import AnalysisResult
+    from cgprof.settings import Settings
     from cgprof.trace import Trace
 
-__all__ = ["__version__", "load", "analyze", "diff"]
+__all__ = ["__version__", "load", "analyze", "diff", "Settings"]
 
 
-def load(path: Any, **kwargs: Any) -> Trace:
-    """Open an nsys SQLite export read-only and load the tables cgprof uses."""
+def load(path: Any, settings: Settings | None = None, **kwargs: Any) -> Trace:
+    """Open an nsys SQLite export read-only and load the tables cgprof uses.
+
+    settings: how to read it (None: from the environment, :meth:`Settings.from_env`)."""
+    from cgprof.settings import using
     from cgprof.trace import load as _load
 
-    return _load(path, **kwargs)
+    with using(settings):
+        return _load(path, **kwargs)
 
 
-def analyze(trace_or_path: Any, **kwargs: Any) -> AnalysisResult:
-    """Compute launches, GPU gaps, graph replays, steps, kernel summary and verdict."""
+def analyze(trace_or_path: Any, settings: Settings | None = None,
+            **kwargs: Any) -> AnalysisResult:
+    """Compute launches, GPU gaps, graph replays, steps, kernel summary and verdict.
+
+    settings: how to read and analyse it (None: from the environment). A path is read as
+    its plan says (:mod:`cgprof.plan`): a one-process trace whose whole analysis would
+    exceed the memory cap a chunk of steps at a time, as ``cgprof analyze`` reads it (the
+    same figures; the result then holds no trace, and lists the longest GPU gaps only)."""
     from cgprof.metrics import analyze as _analyze
+    from cgprof.settings import using
+    from cgprof.trace import Trace as _Trace
 
-    return _analyze(trace_or_path, **kwargs)
+    with using(settings):
+        if not isinstance(trace_or_path, _Trace):
+            from cgprof.plan import CHUNKS, plan_input
+
+            if plan_input(trace_or_path).shape == CHUNKS:
+                from cgprof.metrics.chunked import analyze_capped
+
+                chunked = analyze_capped(trace_or_path, **kwargs)
+                if chunked is not None:
+                    return chunked
+        return _analyze(trace_or_path, **kwargs)
 
 
 def diff(baseline: Any, candidate: Any, **kwargs: Any) -> Any:
@@ -41,3 +67,11 @@ def diff(baseline: Any, candidate: Any, **kwargs: Any) -> Any:
     from cgprof.diff import diff as _diff
 
     return _diff(baseline, candidate, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Settings":  # (imported on first use: `cgprof --help` stays light)
+        from cgprof.settings import Settings
+
+        return Settings
+    raise AttributeError(f"module 'cgprof' has no attribute {name!r}")

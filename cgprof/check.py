@@ -33,10 +33,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cgprof.errors import CgprofError
 from cgprof.scratch import prefixed
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cgprof.plan import Plan
 
 __all__ = [
     "BASELINE_KIND",
@@ -303,7 +306,8 @@ def _json_run(doc: dict[str, Any]) -> RunFigures:
 def load_run(path: str | Path, step: str | None = None, skip: int = 0,
              only: int | None = None,
              planned: Callable[[Path, int], None] | None = None,
-             progress: Callable[[str], None] | None = None) -> RunFigures:
+             progress: Callable[[str], None] | None = None,
+             plan: Plan | None = None) -> RunFigures:
     """Figures of a trace or JSON document, one set per rank.
 
     A trace whose GPU work comes from several processes (a ``torchrun`` job in one nsys
@@ -317,16 +321,16 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
     analysis would exceed it is read one rank at a time, a one-process trace a chunk of
     steps at a time (cgprof.metrics.chunked.analyze_capped: the same figures);
     ``planned(path, chunks)`` is told how many chunks. ``progress``: told each stage of
-    the load and the analysis (a rank's prefixed ``rank ID (i/n):``)."""
+    the load and the analysis (a rank's prefixed ``rank ID (i/n):``). ``plan``: the trace's
+    (:func:`cgprof.plan.plan_input`), when the caller made it already."""
     path = Path(path)
     if path.is_file() and _is_json(path):
         return _json_run(_load_json(path))
-    from cgprof.engine import apart_wanted
     from cgprof.metrics import analyze
     from cgprof.metrics.chunked import analyze_capped
+    from cgprof.plan import CHUNKS, RANK_BY_RANK, plan_input
     from cgprof.ranks import (
         analyze_rank,
-        apart_heads,
         apart_results,
         gpu_pids,
         rank_heads,
@@ -334,13 +338,12 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
     )
     from cgprof.trace import load
 
-    apart = apart_heads(path)
-    if apart:  # whole, it would hold more than the memory cap: one rank's rows at a time
-        done = apart_results(path, apart, step=step, skip=skip, only=only,
+    plan = plan_input(path) if plan is None else plan
+    if plan.shape == RANK_BY_RANK:  # one rank's rows at a time
+        done = apart_results(path, list(plan.heads), step=step, skip=skip, only=only,
                              progress=progress)
-        return RunFigures({r.rank_id: figures(r.result) for r in done}, True,
-                          [h.rank_id for h in apart])
-    if apart_wanted(path):  # one process over the cap: a chunk of steps at a time
+        return RunFigures({r.rank_id: figures(r.result) for r in done}, True, plan.rank_ids)
+    if plan.shape == CHUNKS:  # one process over the cap: a chunk of steps at a time
         chunked = analyze_capped(path, step=step, skip=skip, progress=progress,
                                  planned=None if planned is None
                                  else lambda chunks: planned(path, chunks))

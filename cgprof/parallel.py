@@ -9,10 +9,12 @@ and collective tables, never the loaded trace). The reduction (rank ids, step al
 arrival skew) runs locally in :func:`cgprof.ranks.reduce_ranks`, so a local run and a Dask run
 give identical results.
 
-Workers hold their trace engine to one thread (``CGPROF_THREADS=1``): parallelism comes from
-the files. Local workers fork from a ``forkserver`` that imported the analysis once
-(:mod:`cgprof._worker`; ``spawn`` where there is no forkserver, each worker then importing
-once) and analyse many files each.
+Workers hold their trace engine to one thread (``Settings.threads=1``): parallelism comes
+from the files. Local workers run under the caller's settings otherwise; a Dask worker under
+its own environment's (its cache folder and memory cap are the worker machine's). Local
+workers fork from a ``forkserver`` that imported the analysis once (:mod:`cgprof._worker`;
+``spawn`` where there is no forkserver, each worker then importing once) and analyse many
+files each.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from cgprof.ranks import (
     with_others,
 )
 from cgprof.scratch import checkpoint
+from cgprof.settings import Settings, current, using
 
 __all__ = ["analyze_file", "analyze_files", "expand_inputs", "default_jobs", "is_trace_dir",
            "DASK_ENV"]
@@ -97,7 +100,7 @@ def memory_jobs(paths: Sequence[str | Path], jobs: int) -> int:
     are not known up front count as none."""
     from cgprof import engine as E
 
-    cap = E.parse_size(E.memory_limit())
+    cap = current().memory_limit_bytes
     rows = [E.activity_rows(Path(p)) for p in paths]
     need = max((min(E.whole_analysis_bytes(r), cap) for r in rows if r is not None),
                default=0)
@@ -107,25 +110,33 @@ def memory_jobs(paths: Sequence[str | Path], jobs: int) -> int:
 
 
 def _worker_setup() -> None:
-    """Once per worker: one engine thread, cgprof's analysis imported."""
-    os.environ["CGPROF_THREADS"] = "1"
+    """Once per worker: cgprof's analysis imported."""
     import cgprof.metrics  # noqa: F401
     import cgprof.ranks  # noqa: F401
 
 
 def analyze_file(path: str, step: str | None = None, skip: int = 0,
-                 min_gap_us: float = 0.0) -> list[RankResult]:
+                 min_gap_us: float = 0.0,
+                 settings: Settings | None = None) -> list[RankResult]:
     """Load one file and analyse each of its ranks; compact results, in pid order.
 
+    settings: those to run under (None: the active ones, else this process's environment's).
     A :class:`CgprofError` names the file; any other failure is turned into one too."""
-    from cgprof.ranks import apart_heads, apart_results
+    with using(settings):
+        return _analyze_file(path, step, skip, min_gap_us)
+
+
+def _analyze_file(path: str, step: str | None, skip: int,
+                  min_gap_us: float) -> list[RankResult]:
+    from cgprof.plan import RANK_BY_RANK, plan_input
+    from cgprof.ranks import apart_results
     from cgprof.trace import load
 
     try:
-        apart = apart_heads(path)
-        if apart:  # whole, it would hold more than the memory cap: one rank's rows at a time
-            return apart_results(path, apart, step=step, skip=skip, min_gap_us=min_gap_us,
-                                 shape=RankResult.compact)
+        plan = plan_input(path, chunks=False)  # (a file is a rank or ranks: read whole)
+        if plan.shape == RANK_BY_RANK:  # one rank's rows at a time
+            return apart_results(path, list(plan.heads), step=step, skip=skip,
+                                 min_gap_us=min_gap_us, shape=RankResult.compact)
         trace = load(path)
         heads = rank_heads(trace)
         if not heads:
@@ -165,7 +176,8 @@ def _run_local(paths: list[str], kwargs: dict[str, Any], jobs: int,
     workers = min(jobs, n)
     with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(),
                              initializer=_worker_setup) as pool:
-        futures = [pool.submit(analyze_file, p, **kwargs) for p in paths]
+        futures = [pool.submit(analyze_file, p, **kwargs,
+                               settings=current().replace(threads=1)) for p in paths]
         results = []
         try:
             for i, f in enumerate(futures):  # in file order: the first bad file is reported
@@ -190,7 +202,7 @@ def _run_dask(paths: list[str], kwargs: dict[str, Any], address: str,
         raise CgprofError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
     try:
         client.run(_worker_setup)
-        futures = client.map(analyze_file, paths, pure=False, **kwargs)
+        futures = client.map(_dask_task, paths, pure=False, **kwargs)
         results = []
         try:
             for i, f in enumerate(futures):
@@ -201,6 +213,12 @@ def _run_dask(paths: list[str], kwargs: dict[str, Any], address: str,
         return results
     finally:
         client.close()
+
+
+def _dask_task(path: str, **kwargs: Any) -> list[RankResult]:
+    """:func:`analyze_file` on a Dask worker: under that worker's environment's settings,
+    with one engine thread."""
+    return analyze_file(path, **kwargs, settings=Settings.from_env().replace(threads=1))
 
 
 def analyze_files(paths: Sequence[str | Path], step: str | None = None, skip: int = 0,

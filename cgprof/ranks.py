@@ -538,6 +538,15 @@ def apart_heads(path: Any) -> list[RankHead] | None:
 
     if not E.apart_wanted(Path(path)):
         return None
+    return file_rank_heads(path)
+
+
+def file_rank_heads(path: Any) -> list[RankHead] | None:
+    """The ranks of the trace at ``path`` read off the file (or noted in the cache by an
+    earlier rank-by-rank run) without its activity rows; None unless it holds more than one
+    process with GPU work."""
+    from pathlib import Path
+
     heads = _noted_heads(Path(path))
     if heads is None:
         from cgprof.trace import process_heads

@@ -17,18 +17,12 @@ from cgprof.commands.progress import clear, progress_bar
 from cgprof.errors import CgprofError, OutputExistsError
 
 
-def _is_trace_dir(path: Path) -> bool:
-    from cgprof.parallel import is_trace_dir
-
-    return is_trace_dir(path)
-
-
 def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = False,
                  all_gaps: bool = False, apart=None):
     """One file: its AnalysisResult, or a RanksResult when it holds several ranks (each
     rank's sub-trace freed once it is analysed, but the one ``html`` draws: ``rank``'s;
     each keeps the gaps the JSON document lists). ``apart``: the ranks, when the file is to
-    be read rank by rank (cgprof.ranks.apart_heads)."""
+    be read rank by rank (cgprof.plan: a plan of shape ``rank by rank``)."""
     from cgprof.metrics import analyze
     from cgprof.report.json_report import GAP_LIST_LIMIT
     from cgprof.trace import gpu_pids, load
@@ -132,8 +126,9 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
     from cgprof.report.output import check_writable, write_atomic
 
     try:
-        many = many_ranks or bool(dask) or any(
-            Path(t).is_dir() and not _is_trace_dir(Path(t)) for t in traces)
+        from cgprof.plan import CHUNKS, RANK_BY_RANK, WHOLE, is_folder_of_traces, plan_input
+
+        many = many_ranks or bool(dask) or any(is_folder_of_traces(Path(t)) for t in traces)
         if html_out is not None and (len(traces) != 1 or many):
             raise CgprofError("--html takes one trace; use `cgprof diff A B` to compare two")
         if html_out is None and (steps_window is not None or max_events is not None):
@@ -144,14 +139,14 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
                    if p is not None]
         for p in outputs:
             check_writable(p, force)
-        # A multi-rank trace whose whole analysis would hold more than the memory cap is
-        # read rank by rank (cgprof.ranks.analyze_ranks_apart), and not read ahead whole.
-        from cgprof.engine import apart_wanted
+        # A trace over the memory cap is read rank by rank or in chunks (cgprof.plan), and
+        # not read ahead whole.
         from cgprof.scratch import raise_if_stopped
 
-        over = {} if many else {p: apart_wanted(p) for p in traces}
+        plans = {} if many else {p: plan_input(p, chunks=not all_gaps and rank is None)
+                                 for p in traces}
         with heavy_imports():  # first: prefetch imports numpy (through pyarrow) too
-            if not many and not over[traces[0]]:
+            if not many and plans[traces[0]].shape == WHOLE and not plans[traces[0]].over_cap:
                 from cgprof.cache import prefetch
 
                 prefetch(traces[0])  # its big tables are read while the analysis is imported
@@ -176,24 +171,19 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
         else:
             for path in traces:
                 try:
-                    apart, chunked = None, None
-                    if over[path]:
-                        from cgprof.ranks import apart_heads
+                    plan, chunked = plans[path], None
+                    if plan.shape == RANK_BY_RANK:
+                        note_apart(path, len(plan.heads))
+                    elif plan.shape == CHUNKS:
+                        drawn = None  # the page's window and events per timeline
+                        if html_out is not None:
+                            from cgprof.report.figures import DEFAULT_MAX_EVENTS
 
-                        apart = apart_heads(path)
-                        if apart:
-                            note_apart(path, len(apart))
-                        elif not all_gaps and rank is None:
-                            drawn = None  # the page's window and events per timeline
-                            if html_out is not None:
-                                from cgprof.report.figures import DEFAULT_MAX_EVENTS
-
-                                drawn = (window, max_events or DEFAULT_MAX_EVENTS)
-                            chunked = _analyze_chunked(path, step, skip, min_gap_us, say,
-                                                       drawn)
+                            drawn = (window, max_events or DEFAULT_MAX_EVENTS)
+                        chunked = _analyze_chunked(path, step, skip, min_gap_us, say, drawn)
                     results.append(chunked if chunked is not None else _analyze_one(
                         path, step, skip, min_gap_us, rank, say, html=html_out is not None,
-                        all_gaps=all_gaps, apart=apart))
+                        all_gaps=all_gaps, apart=list(plan.heads) or None))
                 finally:
                     clear(say)
         raise_if_stopped()  # (a signal's: no report)

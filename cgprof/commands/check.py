@@ -85,12 +85,13 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
       cgprof check ddp.sqlite --rank 1 --max launch_calls_per_step=2
     """
     from cgprof.commands import heavy_imports
-    from cgprof.engine import apart_wanted
+    from cgprof.plan import WHOLE, plan_input
     from cgprof.report.output import check_writable, write_atomic
     from cgprof.scratch import raise_if_stopped
 
+    plan = plan_input(trace)
     with heavy_imports():  # first: the trace's tables are read while the analysis is imported
-        if trace.is_file() and not apart_wanted(trace):  # (else read rank by rank or in chunks)
+        if trace.is_file() and plan.shape == WHOLE:  # (else read rank by rank or in chunks)
             from cgprof.cache import prefetch
 
             prefetch(trace)
@@ -135,7 +136,7 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
         bar = progress_bar(quiet, traces=2 if baseline is not None else 1)
         try:
             run = C.load_run(trace, step=step, skip=skip, only=rank, planned=note_chunked,
-                             progress=labelled(bar, trace.name)).select(rank, trace)
+                             progress=labelled(bar, trace.name), plan=plan).select(rank, trace)
             base_run = None
             if baseline is not None:
                 base_run = C.load_run(baseline, step=step, skip=skip,

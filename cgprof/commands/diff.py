@@ -85,14 +85,13 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None, cap=None)
     the memory cap is then analysed a chunk of steps at a time, gathering their totals, and
     with ``cap`` (the HTML page's events per timeline) what their timelines draw
     (:func:`_chunked`). ``say``: the progress bar's (cgprof.commands.progress), or None."""
-    from cgprof.engine import apart_wanted
     from cgprof.metrics import analyze
     from cgprof.metrics.windows import timelines_gathered
-    from cgprof.parallel import analyze_files, expand_inputs, is_trace_dir
+    from cgprof.parallel import analyze_files, expand_inputs
+    from cgprof.plan import CHUNKS, FOLDER, RANK_BY_RANK, plan_input
     from cgprof.ranks import (
         analyze_ranks,
         analyze_ranks_apart,
-        apart_heads,
         gpu_pids,
         missing_rank,
         rank_heads,
@@ -106,7 +105,8 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None, cap=None)
         if error is not None:
             raise CgprofError(error)
 
-    if path.is_dir() and not is_trace_dir(path):
+    plan = plan_input(path, chunks=rank is None and runs is not None)
+    if plan.shape == FOLDER:
         run = analyze_files(expand_inputs([path]), step=step, skip=skip, jobs=jobs,
                             progress=say)
         if rank is None:
@@ -114,15 +114,15 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None, cap=None)
         # rank ids come from every file's markers; the rank's file is read again for its trace
         fail_unless([r.rank_id for r in run.ranks])
         found = next(r for r in run.ranks if r.rank_id == rank)
-        if apart_heads(found.path):  # whole, it would hold more than the memory cap
+        if plan_input(found.path).shape == RANK_BY_RANK:
             return analyze(rank_part(found.path, found.pid, progress=say), step=step,
                            skip=skip, progress=say)
         trace = load(found.path, say)
         if len(gpu_pids(trace)) > 1:
             trace = sub_trace(trace, found.pid)
         return analyze(trace, step=step, skip=skip, progress=say)
-    apart = apart_heads(path)
-    if apart:  # whole, it would hold more than the memory cap: one rank's rows at a time
+    if plan.shape == RANK_BY_RANK:  # one rank's rows at a time
+        apart = list(plan.heads)
         note_apart(path, len(apart))
         if rank is None:
             return analyze_ranks_apart(path, apart, step=step, skip=skip, keep=False,
@@ -131,7 +131,7 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None, cap=None)
         return analyze(rank_part(path, next(h.pid for h in apart if h.rank_id == rank),
                                  progress=say), step=step, skip=skip, progress=say)
     drawn = False  # read whole over the cap for the HTML page
-    if rank is None and runs is not None and apart_wanted(path):
+    if plan.shape == CHUNKS:
         chunked = _chunked(path, step, skip, runs, say, cap)
         if chunked is not None and (cap is None or timelines_gathered(chunked.windows)):
             return chunked
@@ -276,8 +276,10 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
             early = _view_apart(base, run_a, cap)
             base = None
             _give_back(early)
-        cand = base if same else _run(candidate, step, skip, jobs, rank, [run_b], say_b,
-                                      cap)
+        # (against a multi-rank baseline the candidate is compared as a run of ranks: no
+        # views, and a one-process candidate keeps its trace for that, as the baseline does)
+        cand = base if same else _run(candidate, step, skip, jobs, rank,
+                                      None if hasattr(base, "cross") else [run_b], say_b, cap)
         if hasattr(base, "cross") or hasattr(cand, "cross"):
             from cgprof.ranks import as_ranks, diff_ranks
 
