@@ -74,11 +74,11 @@ def cache_dir() -> Path:
 def key(path: Path) -> str:
     """Cache key of one trace file: format, the cgprof version (its entries hold frames that
     version's code derived: names, pids, order), size, mtime, first and last pages."""
-    import cgprof
+    from cgprof.version import __version__
 
     st = path.stat()
     h = hashlib.sha256()
-    h.update(f"cgprof-cache-{FORMAT_VERSION}:{cgprof.__version__}:{st.st_size}:"
+    h.update(f"cgprof-cache-{FORMAT_VERSION}:{__version__}:{st.st_size}:"
              f"{st.st_mtime_ns}:".encode())
     with path.open("rb") as fh:
         h.update(fh.read(PAGE_BYTES))
@@ -767,22 +767,6 @@ def _finish(path: Path, tmp: Path, tables: dict[str, list[str]],
     except Exception:
         discard(tmp)
         return None
-
-
-def warm(path: Path) -> Path:
-    """Read ``path`` once so that its columnar copy is in the cache; returns the entry.
-
-    What ``cgprof record --columnar`` does after the export: the first ``cgprof analyze``
-    then skips SQLite. Raises :class:`TraceError` when the trace cannot be read, or when the
-    cache cannot be written.
-    """
-    from cgprof.trace import load
-
-    load(path, cache=True)
-    entry = entry_dir(path)
-    if not (entry / MANIFEST).is_file():
-        raise TraceError(f"{path}: cannot write its columnar copy into {cache_dir()}")
-    return entry
 
 
 def export_report(report: Path, into: Path) -> Path:

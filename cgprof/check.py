@@ -181,7 +181,7 @@ def figures(result: Any) -> dict[str, float | None]:
         if isinstance(cov, dict) and isinstance(cov.get("summary"), dict):
             cov = cov["summary"]
         return _figures_from(steps, comp, devices, cov if isinstance(cov, dict) else {})
-    from cgprof.report.json_report import frame_records
+    from cgprof.records import frame_records
 
     comp = (result.replays.summary.get("compactness") or {}).get("p50")
     return _figures_from(frame_records(result.steps.steps), comp,
@@ -190,8 +190,7 @@ def figures(result: Any) -> dict[str, float | None]:
 
 def baseline_document(figs: dict[str, float | None], source: str) -> dict[str, Any]:
     """What ``cgprof check --save-baseline`` writes: the figures of one run, versioned."""
-    from cgprof import __version__
-    from cgprof.report.json_report import JSON_SCHEMA_VERSION
+    from cgprof.version import JSON_SCHEMA_VERSION, __version__
 
     return {"schema_version": JSON_SCHEMA_VERSION, "kind": BASELINE_KIND,
             "cgprof_version": __version__, "source": source,
@@ -199,7 +198,7 @@ def baseline_document(figs: dict[str, float | None], source: str) -> dict[str, A
 
 
 def _load_json(path: Path) -> dict[str, Any]:
-    from cgprof.report.json_report import JSON_SCHEMA_VERSION
+    from cgprof.version import JSON_SCHEMA_VERSION
 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import click
 
-from cgprof import __version__
 from cgprof.errors import CgprofError
+from cgprof.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -42,14 +42,12 @@ from cgprof.metrics.intervals import counts_by_code, sums_by_code
 from cgprof.metrics.launches import FAMILIES, api_calls
 from cgprof.metrics.windows import WindowTotals, extent_ends, name_totals
 from cgprof.trace import Trace, column
+from cgprof.version import DIFF_SCHEMA_VERSION
 
 __all__ = [
     "DiffResult", "RunView", "diff", "view", "parse_steps", "parse_labels", "parse_modes",
     "SLOWER_RATIO", "GAP_BIN_EDGES_US", "DIFF_SCHEMA_VERSION",
 ]
-
-#: Version of the JSON document written by ``cgprof diff --json`` (bump on breaking change).
-DIFF_SCHEMA_VERSION = 1
 
 #: A kernel is "slower" in the candidate when its average duration is more than this many times
 #: the baseline's ("faster" below the inverse).
@@ -215,8 +213,9 @@ class DiffResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document ``cgprof diff --json`` writes (``schema_version`` inside)."""
-        from cgprof import __version__
-        from cgprof.report.json_report import _scalar, frame_records
+        from cgprof.records import frame_records
+        from cgprof.records import scalar as _scalar
+        from cgprof.version import __version__
 
         def run(v: RunView) -> dict[str, Any]:
             return {"label": v.label, "path": v.path, "mode": v.mode, "first": v.first,

@@ -475,11 +475,6 @@ class RanksResult:
             return self.ranks
         return [r for r in self.ranks if r.rank_id == self.selected]
 
-    def to_dict(self) -> dict[str, Any]:
-        from cgprof.report.json_report import ranks_to_dict
-
-        return ranks_to_dict(self)
-
 
 def reduce_ranks(paths: Sequence[str], per_file: Sequence[Sequence[RankResult]],
                  rank: int | None = None) -> RanksResult:
@@ -750,9 +745,8 @@ class RanksDiff:
     lines: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        from cgprof import __version__
-        from cgprof.diff import DIFF_SCHEMA_VERSION
-        from cgprof.report.json_report import frame_records
+        from cgprof.records import frame_records
+        from cgprof.version import DIFF_SCHEMA_VERSION, __version__
 
         return {"schema_version": DIFF_SCHEMA_VERSION, "cgprof_version": __version__,
                 "kind": "cgprof.diff.ranks", "labels": list(self.labels),

@@ -34,6 +34,7 @@ from cgprof import schema as S
 from cgprof import validate as V
 from cgprof.errors import TraceError
 from cgprof.scratch import checkpoint
+from cgprof.validate import distinct_pids
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -326,16 +327,6 @@ def api_rows(rt: pd.DataFrame) -> pd.DataFrame:
 
 #: The tables whose rows ran on a GPU.
 GPU_TABLES = ("kernels", "memcpy", "memset", "graph_trace")
-
-
-def distinct_pids(pid: pd.Series) -> Any:
-    """``pd.unique(pid)``, min and max first for a plain int64 column: one process is the
-    usual case, and two reductions cost less than a hash of a million rows."""
-    if pid.dtype == np.int64 and len(pid):
-        arr = pid.to_numpy()
-        if arr.min() == arr.max():
-            return arr[:1].copy()
-    return pd.unique(pid)
 
 
 def constant_value(a: np.ndarray) -> Any:
@@ -1137,6 +1128,22 @@ def spill_processes(path: str | Path, folder: Path) -> E.Spill | None:
         return E.Spill.write(src, folder) if isinstance(src, E.SqliteSource) else None
     finally:
         src.close()
+
+
+def warm(path: Path) -> Path:
+    """Read ``path`` once so that its columnar copy is in the cache; returns the entry.
+
+    What ``cgprof record --columnar`` does after the export: the first ``cgprof analyze``
+    then skips SQLite. Raises :class:`TraceError` when the trace cannot be read, or when the
+    cache cannot be written.
+    """
+    from cgprof import cache as C
+
+    load(path, cache=True)
+    entry = C.entry_dir(path)
+    if not (entry / C.MANIFEST).is_file():
+        raise TraceError(f"{path}: cannot write its columnar copy into {C.cache_dir()}")
+    return entry
 
 
 def process_heads(path: str | Path, progress: Progress | None = None) -> Trace:

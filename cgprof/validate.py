@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -150,6 +150,16 @@ def _captured(calls: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def distinct_pids(pid: pd.Series) -> Any:
+    """``pd.unique(pid)``, min and max first for a plain int64 column: one process is the
+    usual case, and two reductions cost less than a hash of a million rows."""
+    if pid.dtype == np.int64 and len(pid):
+        arr = pid.to_numpy()
+        if arr.min() == arr.max():
+            return arr[:1].copy()
+    return pd.unique(pid)
+
+
 def _check_gpu_processes(trace: Trace, part: bool = False) -> None:
     """GPU rows belong to processes that made CUDA API calls: a kernel, copy or memset is
     launched by a call of its own process. A row whose process made none (a NULL or mangled
@@ -157,8 +167,6 @@ def _check_gpu_processes(trace: Trace, part: bool = False) -> None:
     ``part``: the trace is some processes' rows of a file (cgprof.trace.load_part), whose
     other processes may have made calls: GPU rows without a call of their own are refused
     there even when the part has no call at all."""
-    from cgprof.trace import distinct_pids  # (trace imports this module)
-
     rt = trace.runtime
     if not len(rt) and not part:
         return

@@ -416,7 +416,7 @@ def test_a_second_store_of_the_same_trace_keeps_one_entry(cache_dir):
 def test_warm_writes_the_copy_the_first_analysis_reads(cache_dir, tmp_path, monkeypatch):
     p = tmp_path / "run.sqlite"
     shutil.copyfile(TRACES / "mlp_infer_eager.sqlite", p)
-    entry = cache.warm(p)
+    entry = T.warm(p)
     assert entry == cache_dir / cache.key(p) and (entry / cache.MANIFEST).is_file()
     _no_sqlite(monkeypatch)
     assert len(T.load(p).kernels) == 2025

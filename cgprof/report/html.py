@@ -23,7 +23,6 @@ from typing import Any
 import pandas as pd
 from plotly.utils import PlotlyJSONEncoder
 
-from cgprof import __version__
 from cgprof.diff import (
     SLOWER_RATIO,
     DiffResult,
@@ -34,6 +33,7 @@ from cgprof.diff import (
 )
 from cgprof.metrics import AnalysisResult
 from cgprof.report import figures as F
+from cgprof.version import __version__
 
 __all__ = ["render_single", "render_diff", "single_page_data", "diff_page_data",
            "script_json", "MAX_TABLE_ROWS"]

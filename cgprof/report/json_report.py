@@ -11,39 +11,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cgprof import __version__
 from cgprof.metrics.gaps import longest_gaps  # noqa: F401  (re-exported: the document's list)
+from cgprof.records import frame_records
+from cgprof.records import scalar as _scalar
+from cgprof.version import JSON_SCHEMA_VERSION, __version__
 
 #: Version of the JSON document written by ``cgprof analyze --json`` (bump on breaking change).
-JSON_SCHEMA_VERSION = 1
-
 #: Gaps listed in ``gpu.gaps`` by default: the longest ones (``--all-gaps`` lists every gap).
 #: A 10M-kernel trace has ~10M gaps (a 2 GB document); the summaries (per device, by kind,
 #: histogram, per stream, per step) always cover every gap.
 GAP_LIST_LIMIT = 1000
-
-
-def _scalar(v: Any) -> Any:
-    if v is None or v is pd.NA or v is pd.NaT:
-        return None
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating, float)):
-        f = float(v)
-        return None if math.isnan(f) else (f if not math.isinf(f) else ("inf" if f > 0 else "-inf"))
-    if isinstance(v, np.bool_):
-        return bool(v)
-    return v
-
-
-def frame_records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """DataFrame -> list of dicts with plain Python scalars (NA -> None, ints stay ints)."""
-    cols = list(df.columns)
-    out = []
-    arrays = [df[c].astype(object).to_numpy() for c in cols]
-    for i in range(len(df)):
-        out.append({c: _scalar(arrays[j][i]) for j, c in enumerate(cols)})
-    return out
 
 
 #: Records per piece of a big table's JSON. 10M kernels' 100,000-step table (37 columns)

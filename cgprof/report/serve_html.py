@@ -12,9 +12,9 @@ import math
 import re
 from typing import Any
 
-from cgprof import __version__
 from cgprof.report.html import PLOTLY_CONFIG, _plotlyjs, _template, esc, script_json
 from cgprof.runners.serving import ServeResult
+from cgprof.version import __version__
 
 FIG_ID = "cgprof-serve-qps-p99"
 COLORS = {"eager": "#d62728", "graph": "#1f77b4"}
