@@ -39,6 +39,17 @@ import numpy as np
 import pandas as pd
 
 from cgprof.errors import AnalysisError
+from cgprof.plan import (
+    RANK_MARKER_DOMAIN,
+    RANK_MARKER_PREFIX,
+    RankHead,
+    apart_heads,
+    assign_rank_ids,
+    missing_rank,
+    note_heads,
+    rank_heads,
+    rank_marker,
+)
 from cgprof.scratch import prefixed
 from cgprof.trace import DERIVED, Trace, device_ids, gpu_pids, used_gpus
 
@@ -50,8 +61,6 @@ __all__ = [
     "rank_part", "RANK_MARKER_DOMAIN", "RANK_MARKER_PREFIX", "COLLECTIVE_TEXT",
 ]
 
-RANK_MARKER_DOMAIN = "cgprof"
-RANK_MARKER_PREFIX = "rank "
 #: A kernel is a collective when its name contains this (case-insensitive): NCCL's kernels
 #: are ``ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)``, ``ncclKernel_...`` and the like.
 COLLECTIVE_TEXT = "nccl"
@@ -114,29 +123,6 @@ def other_processes(trace: Trace, path: str,
     return out if out.api_calls or out.nvtx_ranges else None
 
 
-def missing_rank(path: Any, rank: int, ids: Sequence[int]) -> str | None:
-    """The one-line error for asking rank ``rank`` of the run at ``path`` whose rank ids are
-    ``ids`` (a single-process run is rank 0 alone); None when it holds that rank."""
-    if rank in ids:
-        return None
-    if list(ids) == [0]:
-        return f"{path}: holds 1 rank (rank 0); no rank {rank}"
-    return f"{path}: no rank {rank} (ranks: {', '.join(str(i) for i in ids)})"
-
-
-def rank_marker(trace: Trace, pid: int | None = None) -> int | None:
-    """The payload of the first NVTX rank marker (of process ``pid``), or None."""
-    nv = trace.nvtx
-    if nv.empty:
-        return None
-    sel = nv[(nv["domain"] == RANK_MARKER_DOMAIN)
-             & nv["text"].astype(str).str.startswith(RANK_MARKER_PREFIX)
-             & nv["payload"].notna()]
-    if pid is not None:
-        sel = sel[sel["pid"] == pid]
-    return int(sel["payload"].iloc[0]) if len(sel) else None
-
-
 def sub_trace(trace: Trace, pid: int) -> Trace:
     """The trace of one process: every table filtered to ``pid``; GPUs to those it used.
 
@@ -154,43 +140,6 @@ def sub_trace(trace: Trace, pid: int) -> Trace:
 def _held(trace: Trace, name: str) -> pd.DataFrame:
     """The frame ``name`` as ``trace`` holds it (the pid and device columns are there)."""
     return trace.stored(name) if name in DERIVED else getattr(trace, name)
-
-
-def assign_rank_ids(markers: Sequence[int | None],
-                    devices: Sequence[tuple[int, ...]]) -> tuple[list[int], str]:
-    """Rank ids for processes given in order: markers, else devices, else order."""
-    n = len(markers)
-    if n and all(m is not None for m in markers) and len(set(markers)) == n:
-        return [int(m) for m in markers if m is not None], "marker"
-    if n and all(len(d) == 1 for d in devices) and len({d[0] for d in devices}) == n:
-        return [d[0] for d in devices], "device"
-    return list(range(n)), "order"
-
-
-@dataclass
-class RankHead:
-    """A rank's identity, before its sub-trace is cut (:func:`rank_heads`)."""
-
-    rank_id: int
-    pid: int
-    device_ids: tuple[int, ...]
-    source: str
-    marker: int | None
-    #: the trace's only rank: its trace is the whole trace (so its analysis is the file's)
-    alone: bool = False
-
-
-def rank_heads(trace: Trace) -> list[RankHead]:
-    """Each process with GPU work, its rank id and GPUs, ordered by rank id: what
-    :func:`split_ranks` gives, without cutting any sub-trace."""
-    pids = gpu_pids(trace)
-    markers = [rank_marker(trace, p) for p in pids]
-    devs = [device_ids(trace, p) for p in pids]
-    ids, source = assign_rank_ids(markers, devs)
-    heads = [RankHead(rank_id=i, pid=p, device_ids=d, source=source, marker=m,
-                      alone=len(pids) == 1)
-             for i, p, d, m in zip(ids, pids, devs, markers, strict=True)]
-    return sorted(heads, key=lambda h: h.rank_id)
 
 
 def rank_of(trace: Trace, head: RankHead) -> Rank:
@@ -522,38 +471,6 @@ def analyze_ranks(trace: Trace, step: str | None = None, skip: int = 0,
     return reduce_ranks([path], [with_others(results, trace, path)], rank=rank)
 
 
-def apart_heads(path: Any) -> list[RankHead] | None:
-    """The ranks of the trace at ``path`` when ``cgprof analyze`` is to read it rank by rank
-    (:func:`analyze_ranks_apart`), else None: it holds more than one process with GPU work,
-    and its whole analysis is expected to exceed the memory cap (``--memory-limit``,
-    ``CGPROF_MEMORY_LIMIT``, default 4GB; :func:`cgprof.engine.apart_wanted`)."""
-    from pathlib import Path
-
-    from cgprof import engine as E
-
-    if not E.apart_wanted(Path(path)):
-        return None
-    return file_rank_heads(path)
-
-
-def file_rank_heads(path: Any) -> list[RankHead] | None:
-    """The ranks of the trace at ``path`` read off the file (or noted in the cache by an
-    earlier rank-by-rank run) without its activity rows; None unless it holds more than one
-    process with GPU work."""
-    from pathlib import Path
-
-    heads = _noted_heads(Path(path))
-    if heads is None:
-        from cgprof.trace import process_heads
-
-        heads = rank_heads(process_heads(path))
-    return heads if len(heads) > 1 else None
-
-
-#: The cache part that notes a trace's ranks once every rank's own entry is written.
-RANKS_PART = "ranks"
-
-
 def _part(pid: int) -> str:
     return f"pid {pid}"
 
@@ -588,36 +505,6 @@ def _spilled(path: Any, pids: Sequence[int], progress: Any) -> Any:
         if progress is not None:
             progress("writing each process's rows apart")
         yield spill_processes(path, folder)
-
-
-def _noted_heads(path: Any) -> list[RankHead] | None:
-    """The ranks noted in the cache by an earlier rank-by-rank run of ``path`` (None: none,
-    or the cache is off)."""
-    from cgprof import cache as C
-
-    if not C.enabled() or not path.is_file():
-        return None
-    note = C.read_note(path, RANKS_PART)
-    try:
-        return [RankHead(rank_id=int(h["rank_id"]), pid=int(h["pid"]),
-                         device_ids=tuple(int(d) for d in h["device_ids"]),
-                         source=str(h["source"]),
-                         marker=None if h["marker"] is None else int(h["marker"]),
-                         alone=bool(h["alone"]))
-                for h in note["heads"]] if note is not None else None
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _note_heads(path: Any, heads: Sequence[RankHead]) -> None:
-    """Note ``heads`` in the cache (after every rank's entry is written: a later run that
-    finds the note reads no SQLite)."""
-    from pathlib import Path
-
-    from cgprof import cache as C
-
-    if C.enabled() and Path(path).is_file() and _noted_heads(Path(path)) is None:
-        C.store_note(Path(path), RANKS_PART, {"heads": [dataclasses.asdict(h) for h in heads]})
 
 
 def analyze_ranks_apart(path: Any, heads: Sequence[RankHead], step: str | None = None,
@@ -669,7 +556,7 @@ def apart_results(path: Any, heads: Sequence[RankHead], step: str | None = None,
                                                                        S.THREAD_NAMES),
                                        part="others"), path_s, pids)
     finish_writes()
-    _note_heads(path, heads)
+    note_heads(path, heads)
     return _first_carries(results, others)
 
 

@@ -54,8 +54,6 @@ MAX_LINES = 800
 #: Upward imports still made, (importer, imported): each is a piece of code in the wrong
 #: layer, to be moved to where its callers can import it from below.
 KNOWN: dict[tuple[str, str], str] = {
-    ("cgprof.plan", "cgprof.ranks"): "the ranks' identity (RankHead, rank_heads, the rank "
-                                     "markers) moves down into the plan",
 }
 
 
