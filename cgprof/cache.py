@@ -149,7 +149,7 @@ class CachedSource(E.DirSource):
         """Whether a whole load should store the frames it builds in this entry: one of nsys
         columns only that a run within the memory cap wrote (Parquet). An entry of Arrow
         files is a small trace's, whose frames are built in about the time reading stored
-        ones saves (ResNet-18 on the H200 host, docs/engine.md round thirteen)."""
+        ones saves (docs/engine.md)."""
         return not self.frames and self.suffix == PARQUET
 
     def _ahead_job(self, table: str, columns: list[str]) -> Any:

@@ -68,9 +68,9 @@ def memory_limit() -> str:
 
 
 #: What a whole-trace analysis holds at its peak per kernel or CUDA API row, and besides
-#: them (the imports, the small tables): 10M kernels + 10M API calls peaked at 1.78-1.91 x
-#: 10^9 B in round six (docs/engine.md). A multi-rank trace whose estimate exceeds the
-#: memory cap is read rank by rank (:func:`cgprof.ranks.analyze_ranks_apart`).
+#: them (the imports, the small tables), fitted to the 10M-row trace's measured peak
+#: (docs/engine.md). A trace whose estimate exceeds the memory cap is read rank by rank or in
+#: chunks (:mod:`cgprof.plan`).
 WHOLE_BYTES_PER_ROW = 95
 WHOLE_BYTES_BASE = 200_000_000
 

@@ -514,9 +514,9 @@ def analyze_ranks_apart(path: Any, heads: Sequence[RankHead], step: str | None =
     """:func:`analyze_ranks` of the trace at ``path`` without loading it whole: each rank's
     rows are read alone (:func:`apart_results`), analysed and made light (but ``keep``'s)
     before the next rank's are read; then the other processes' API calls and NVTX ranges.
-    ``heads``: :func:`apart_heads`. The same result as :func:`analyze_ranks` on the loaded
-    trace; a 4-rank trace of 10M kernels and 10M API calls holds ~40% of the memory the
-    whole analysis holds (docs/engine.md, "Round seven")."""
+    ``heads``: the plan's (:func:`cgprof.plan.plan_input`). The same result as
+    :func:`analyze_ranks` on the loaded trace, holding about one rank's share of the memory
+    the whole analysis holds (docs/engine.md)."""
 
     def shape(r: RankResult) -> RankResult:
         whole = keep if isinstance(keep, bool) else keep == r.rank_id
