@@ -116,40 +116,57 @@ def _worker_setup() -> None:
 
 
 def analyze_file(path: str, step: str | None = None, skip: int = 0,
-                 min_gap_us: float = 0.0,
+                 min_gap_us: float = 0.0, name: str | None = None,
                  settings: Settings | None = None) -> list[RankResult]:
     """Load one file and analyse each of its ranks; compact results, in pid order.
 
-    settings: those to run under (None: the active ones, else this process's environment's).
-    A :class:`CgprofError` names the file; any other failure is turned into one too."""
-    with using(settings):
-        return _analyze_file(path, step, skip, min_gap_us)
+    ``name``: the path the results and errors give for the file (default: ``path``). A Dask
+    worker opens the absolute path, but the report names the file as the user gave it, as
+    a local run does. settings: those to run under (None: the active ones, else this
+    process's environment's). A :class:`CgprofError` names the file; any other failure is
+    turned into one too."""
+    shown = str(path) if name is None else name
+    try:
+        with using(settings):
+            return [_named(r, shown) for r in _analyze_file(path, step, skip, min_gap_us)]
+    except CgprofError as exc:
+        msg = str(exc)
+        if shown != str(path) and msg.startswith(str(path) + ":"):
+            raise CgprofError(shown + msg[len(str(path)):]) from None
+        raise
+    except Exception as exc:  # a bug or an unreadable file: still one line naming the file
+        raise CgprofError(f"{shown}: analysis failed ({type(exc).__name__}: {exc})") from None
 
 
 def _analyze_file(path: str, step: str | None, skip: int,
                   min_gap_us: float) -> list[RankResult]:
+    """:func:`analyze_file`'s work, every result naming the file ``path``."""
     from cgprof.plan import RANK_BY_RANK, plan_input
     from cgprof.ranks import apart_results
     from cgprof.trace import load
 
-    try:
-        plan = plan_input(path, chunks=False)  # (a file is a rank or ranks: read whole)
-        if plan.shape == RANK_BY_RANK:  # one rank's rows at a time
-            return apart_results(path, list(plan.heads), step=step, skip=skip,
-                                 min_gap_us=min_gap_us, shape=RankResult.compact)
-        trace = load(path)
-        heads = rank_heads(trace)
-        if not heads:
-            raise TraceError(f"{path}: no process with GPU work, so no rank")
-        # one rank's sub-trace at a time (each result compact before the next is cut)
-        out = [analyze_rank(rank_of(trace, h), str(path), step=step, skip=skip,
-                            min_gap_us=min_gap_us).compact() for h in heads]
-        out = with_others(out, trace, str(path))
-    except CgprofError:
-        raise
-    except Exception as exc:  # a bug or an unreadable file: still one line naming the file
-        raise CgprofError(f"{path}: analysis failed ({type(exc).__name__}: {exc})") from None
-    return out
+    plan = plan_input(path, chunks=False)  # (a file is a rank or ranks: read whole)
+    if plan.shape == RANK_BY_RANK:  # one rank's rows at a time
+        return apart_results(path, list(plan.heads), step=step, skip=skip,
+                             min_gap_us=min_gap_us, shape=RankResult.compact)
+    trace = load(path)
+    heads = rank_heads(trace)
+    if not heads:
+        raise TraceError(f"{path}: no process with GPU work, so no rank")
+    # one rank's sub-trace at a time (each result compact before the next is cut)
+    out = [analyze_rank(rank_of(trace, h), str(path), step=step, skip=skip,
+                        min_gap_us=min_gap_us).compact() for h in heads]
+    return with_others(out, trace, str(path))
+
+
+def _named(r: RankResult, name: str) -> RankResult:
+    """``r`` with every place that names its file saying ``name``: the rank's path, its
+    analysis's ``info["path"]`` (the document's ``trace.path``) and its other processes'."""
+    if r.path == name:
+        return r
+    result = dataclasses.replace(r.result, info={**r.result.info, "path": name})
+    others = None if r.others is None else dataclasses.replace(r.others, path=name)
+    return dataclasses.replace(r, path=name, result=result, others=others)
 
 
 def _pool_context() -> Any:
@@ -190,8 +207,10 @@ def _run_local(paths: list[str], kwargs: dict[str, Any], jobs: int,
     return results
 
 
-def _run_dask(paths: list[str], kwargs: dict[str, Any], address: str,
+def _run_dask(paths: list[str], names: list[str], kwargs: dict[str, Any], address: str,
               say: Progress) -> list[list[RankResult]]:
+    """Each file of ``paths`` analysed on the cluster at ``address``, its results and errors
+    naming it as ``names`` does."""
     try:
         from distributed import Client
     except ImportError:
@@ -202,7 +221,7 @@ def _run_dask(paths: list[str], kwargs: dict[str, Any], address: str,
         raise CgprofError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
     try:
         client.run(_worker_setup)
-        futures = client.map(_dask_task, paths, pure=False, **kwargs)
+        futures = client.map(_dask_task, paths, names, pure=False, **kwargs)
         results = []
         try:
             for i, f in enumerate(futures):
@@ -215,10 +234,12 @@ def _run_dask(paths: list[str], kwargs: dict[str, Any], address: str,
         client.close()
 
 
-def _dask_task(path: str, **kwargs: Any) -> list[RankResult]:
-    """:func:`analyze_file` on a Dask worker: under that worker's environment's settings,
+def _dask_task(path: str, name: str, **kwargs: Any) -> list[RankResult]:
+    """:func:`analyze_file` of ``path`` on a Dask worker, naming it ``name`` (what
+    ``Client.map`` calls with the two lists): under that worker's environment's settings,
     with one engine thread."""
-    return analyze_file(path, **kwargs, settings=Settings.from_env().replace(threads=1))
+    return analyze_file(path, name=name, **kwargs,
+                        settings=Settings.from_env().replace(threads=1))
 
 
 def analyze_files(paths: Sequence[str | Path], step: str | None = None, skip: int = 0,
@@ -228,26 +249,16 @@ def analyze_files(paths: Sequence[str | Path], step: str | None = None, skip: in
 
     jobs: local worker processes (default: :func:`default_jobs`; 1 runs in this process).
     dask: scheduler address; the workers must see the files at the same paths (absolute
-    paths are sent). Output is identical whichever runs it."""
+    paths are sent; the results name the files as given). Output is identical whichever
+    runs it, byte for byte."""
     if not paths:
         raise CgprofError("no trace files to analyse")
-    names = [str(Path(p).resolve()) if dask else str(p) for p in paths]
+    given = [str(p) for p in paths]
     kwargs = {"step": step, "skip": skip, "min_gap_us": min_gap_us}
     say = checkpoint(progress)
-    if dask:
-        try:
-            per_file = _run_dask(names, kwargs, dask, say)
-        except CgprofError as exc:  # name the file as the user gave it, as a local run does
-            msg = str(exc)
-            for name, given in zip(names, paths, strict=True):
-                if msg.startswith(name + ":"):
-                    msg = str(given) + msg[len(name):]
-                    break
-            raise CgprofError(msg) from None
+    if dask:  # the workers open the absolute paths; the results name the files as given
+        per_file = _run_dask([str(Path(p).resolve()) for p in paths], given, kwargs, dask,
+                             say)
     else:
-        per_file = _run_local(names, kwargs, memory_jobs(names, jobs or default_jobs()), say)
-    # Dask was sent absolute paths: report the paths as given, as a local run does.
-    per_file = [[dataclasses.replace(r, path=str(p), others=None if r.others is None else
-                                     dataclasses.replace(r.others, path=str(p))) for r in rs]
-                for rs, p in zip(per_file, paths, strict=True)]
-    return reduce_ranks([str(p) for p in paths], per_file, rank=rank)
+        per_file = _run_local(given, kwargs, memory_jobs(given, jobs or default_jobs()), say)
+    return reduce_ranks(given, per_file, rank=rank)

@@ -3,6 +3,10 @@ LocalCluster (2 worker processes) give exactly the local run's output."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -44,6 +48,45 @@ def test_dask_equals_local(cluster):
             procs += con.execute("SELECT COUNT(DISTINCT globalPid) FROM "
                                  "CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     assert f"Ranks: {procs} in {len(files)} files (ids from file order)" in text_env.output
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_dask_jobs_and_in_process_write_the_same_document_for_a_relative_folder(cluster,
+                                                                                  tmp_path):
+    """The folder given as `rk`: every run names its files `rk/a.sqlite` (the workers
+    open the absolute paths) and writes the same bytes, a two-rank trace's other process
+    (torchrun's launcher) included."""
+    rk = tmp_path / "rk"
+    rk.mkdir()
+    shutil.copy(TRACES / "ddp_mlp_train_eager.sqlite", rk / "a.sqlite")
+    shutil.copy(TRACES / "mlp_infer_graph.sqlite", rk / "b.sqlite")
+    before = {f.name: _digest(f) for f in rk.iterdir()}
+    env = {**os.environ, "PYTHONPATH": str(TRACES.parent)}
+    env.pop("CGPROF_DASK_SCHEDULER", None)
+    docs = {}
+    for how, extra in [("in-process", ["--jobs", "1"]), ("jobs", ["--jobs", "2"]),
+                       ("dask", ["--dask", cluster.scheduler_address])]:
+        proc = subprocess.run([sys.executable, "-m", "cgprof", "analyze", "rk", *extra,
+                               "--json", f"{how}.json", "--quiet"], capture_output=True,
+                              text=True, cwd=tmp_path, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        docs[how] = (tmp_path / f"{how}.json").read_bytes()
+    assert docs["jobs"] == docs["in-process"]
+    assert docs["dask"] == docs["in-process"]
+    doc = json.loads(docs["dask"])
+    assert doc["ranks"]["paths"] == ["rk/a.sqlite", "rk/b.sqlite"]
+    assert [r["path"] for r in doc["ranks"]["per_rank"]] == [
+        "rk/a.sqlite", "rk/a.sqlite", "rk/b.sqlite"]
+    assert [t["trace"]["path"] for t in doc["traces"]] == [
+        "rk/a.sqlite", "rk/a.sqlite", "rk/b.sqlite"]
+    assert [t["rank"]["path"] for t in doc["traces"]] == [
+        "rk/a.sqlite", "rk/a.sqlite", "rk/b.sqlite"]
+    assert [o["path"] for o in doc["ranks"]["other_processes"]] == ["rk/a.sqlite"]
+    assert str(tmp_path).encode() not in docs["dask"]
+    assert {f.name: _digest(f) for f in rk.iterdir()} == before
 
 
 def test_dask_bad_file_names_it(cluster, tmp_path, monkeypatch):
