@@ -15,7 +15,8 @@ Rank ids, first rule that gives every rank a distinct id:
 Processes with no GPU rows (kernels, copies, memsets, graph replays) are not ranks: launchers
 such as torchrun launch no work. What they did call (torchrun's CUDA initialisation makes one
 ``cuModuleGetLoadingMode`` call) is kept apart as :class:`OtherProcesses`, so that the ranks'
-whole-trace API and NVTX summaries plus theirs add up to the file's, as ``nsys stats`` counts.
+whole-trace API and NVTX summaries plus theirs add up to the file's, as ``nsys stats`` counts;
+:func:`file_summaries` is that sum, per file (``RanksResult.files``).
 
 Cross-rank figures (:class:`CrossRank`): steps are aligned by step index (step ``i`` after
 ``--skip`` on every rank). A collective is an NCCL kernel (name contains ``nccl``, any case)
@@ -33,7 +34,7 @@ import contextlib
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -53,9 +54,13 @@ from cgprof.plan import (
 from cgprof.scratch import prefixed
 from cgprof.trace import DERIVED, Trace, device_ids, gpu_pids, used_gpus
 
+if TYPE_CHECKING:
+    from cgprof.metrics.summaries import FileSummaries
+
 __all__ = [
     "Rank", "RankHead", "RankResult", "RanksResult", "CrossRank", "OtherProcesses",
-    "split_ranks", "gpu_pids", "other_processes", "missing_rank", "rank_heads", "rank_of",
+    "file_summaries", "split_ranks", "gpu_pids", "other_processes",
+    "missing_rank", "rank_heads", "rank_of",
     "sub_trace", "rank_marker", "assign_rank_ids", "analyze_rank", "analyze_ranks",
     "cross_rank", "reduce_ranks", "apart_heads", "analyze_ranks_apart", "apart_results",
     "rank_part", "RANK_MARKER_DOMAIN", "RANK_MARKER_PREFIX", "COLLECTIVE_TEXT",
@@ -401,17 +406,33 @@ def cross_rank(ranks: Sequence[RankResult]) -> CrossRank:
                      notes=notes)
 
 
+def file_summaries(path: str, ranks: Sequence[RankResult]) -> FileSummaries:
+    """The whole summaries of the file at ``path`` whose ranks are ``ranks`` (one carrying
+    the file's other processes): the ranks' own tables and the others' merged, so the same
+    whether the file was read whole or rank by rank, here or in workers. A file of one rank:
+    that rank's tables (its analysis is of the whole file, the other processes' calls
+    included, so they are not added again)."""
+    from cgprof.metrics.summaries import merge_file
+
+    others = [r.others for r in ranks if r.others is not None]
+    pids = [r.pid for r in ranks] + [p for o in others for p in o.pids]
+    parts = [r.result for r in ranks] + ([] if len(ranks) == 1 else others)
+    return merge_file(path, pids, parts)
+
+
 @dataclass
 class RanksResult:
     """Every rank of one run (one multi-process trace, or many per-rank files) and the
     figures across them. ``source`` says how rank ids were decided; ``selected`` is the
-    ``--rank`` asked for (None: all)."""
+    ``--rank`` asked for (None: all). ``files``: each file's whole summaries, in the order
+    of ``paths``."""
 
     paths: list[str]
     ranks: list[RankResult]
     source: str
     cross: CrossRank
     selected: int | None = None
+    files: list[FileSummaries] = field(default_factory=list)
 
     @property
     def others(self) -> list[OtherProcesses]:
@@ -440,8 +461,9 @@ def reduce_ranks(paths: Sequence[str], per_file: Sequence[Sequence[RankResult]],
     if rank is not None and rank not in {r.rank_id for r in flat}:
         known = ", ".join(str(r.rank_id) for r in flat) or "none"
         raise AnalysisError(f"--rank {rank}: no such rank (ranks: {known})")
+    files = [file_summaries(str(p), rs) for p, rs in zip(paths, per_file, strict=True)]
     return RanksResult(paths=list(paths), ranks=flat, source=source, cross=cross_rank(flat),
-                       selected=rank)
+                       selected=rank, files=files)
 
 
 def analyze_ranks(trace: Trace, step: str | None = None, skip: int = 0,

@@ -67,6 +67,30 @@ def test_per_rank_counts_add_up_to_nsys_stats(run):
     assert api_ns == sum(int(x["Total Time (ns)"]) for x in api)
 
 
+def test_the_whole_file_tables_are_the_whole_trace_summaries(run):
+    """``RanksResult.files``: the ranks' and the launcher's tables merged are what the
+    summaries of the whole loaded trace give, row for row (names, order, counts, totals,
+    means, extremes), less the median and standard deviation; and nsys stats' counts."""
+    from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_summary
+
+    path, trace, rr = run
+    [whole] = rr.files
+    assert whole.path == str(path) and len(whole.pids) == 3
+    cols = ["total_ns", "avg_ns", "min_ns", "max_ns"]
+    for got, direct, count in [(whole.kernel_summary, kernel_summary(trace), "instances"),
+                               (whole.api_summary, api_summary(trace), "calls"),
+                               (whole.nvtx_summary, nvtx_summary(trace), "instances")]:
+        keys = [c for c in ("name", "style") if c in direct.columns]
+        assert list(got.columns) == [*keys, count, *cols]
+        pd.testing.assert_frame_equal(got, direct[[*keys, count, *cols]])
+    kern = _oracle(path, "cuda_gpu_kern_sum")
+    assert dict(zip(whole.kernel_summary["name"], whole.kernel_summary["instances"],
+                    strict=True)) == {x["Name"]: int(x["Instances"]) for x in kern}
+    api = _oracle(path, "cuda_api_sum")
+    assert dict(zip(whole.api_summary["name"], whole.api_summary["calls"],
+                    strict=True)) == {x["Name"]: int(x["Num Calls"]) for x in api}
+
+
 def test_cross_rank_numbers_equal_single_rank_analysis(run):
     """Every cross-rank figure of a rank is what a plain analysis of that process's
     sub-trace gives: window steps, p50/max step time, NCCL kernels in window steps."""

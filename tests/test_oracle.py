@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -157,3 +160,82 @@ def test_json_output_carries_the_three_summaries(db: Path, expected: Path, tmp_p
     for _, row in _expected(expected, db.stem, "nvtx_sum").iterrows():
         assert nv[(row["Range"], row["Style"])]["instances"] == int(row["Instances"])
         assert nv[(row["Range"], row["Style"])]["total_ns"] == int(row["Total Time (ns)"])
+
+
+def _processes(db: Path) -> list[int]:
+    """The pids of every process of an SQLite export that ran kernels, called the CUDA API
+    or opened an NVTX range (nsys's reports count them all)."""
+    if db.suffix != ".sqlite":
+        return []
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        return sorted({p for (p,) in con.execute(
+            "SELECT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL UNION "
+            "SELECT (globalTid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME UNION "
+            "SELECT (globalTid >> 24) & 16777215 FROM NVTX_EVENTS WHERE eventType != 75")})
+
+
+def _gpu_processes(db: Path) -> int:
+    if db.suffix != ".sqlite":
+        return 1
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        return con.execute("SELECT COUNT(DISTINCT globalPid) FROM "
+                           "CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+
+
+#: The traces of several processes with GPU work (torchrun launches): cgprof analyses them
+#: rank by rank and gives the whole file's summaries in ``ranks.files``.
+MULTI = [(db, e) for db, e in CASES if _gpu_processes(db) > 1]
+
+
+def test_multi_process_cases_exist():
+    assert [db.name for db, _ in MULTI] == ["ddp_mlp_train_eager.sqlite",
+                                            "ddp_mlp_train_graph.sqlite"]
+
+
+@pytest.mark.parametrize("memory_limit", [None, "100MB"], ids=["whole", "rank-by-rank"])
+@pytest.mark.parametrize(("db", "expected"), MULTI, ids=[db.name for db, _ in MULTI])
+def test_json_whole_file_summaries_equal_nsys_stats(db: Path, expected: Path,
+                                                     memory_limit: str | None,
+                                                     tmp_path: Path):
+    """``ranks.files``: the file's kernel, API-call and NVTX tables, every process of it
+    (both ranks and torchrun's launcher), equal to nsys stats of the file: the same names,
+    counts, totals, minima and maxima exactly, means within nsys's one-decimal print, and
+    no median or standard deviation (not determined by the ranks' tables). Read whole and
+    read rank by rank (``--memory-limit 100MB``), the same tables."""
+    out = tmp_path / "r.json"
+    cap = ["--memory-limit", memory_limit] if memory_limit else []
+    proc = subprocess.run([sys.executable, "-m", "cgprof", "analyze", str(db), "--json",
+                           str(out), "--quiet", *cap], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert ("read rank by rank" in proc.stderr) == (memory_limit is not None), proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema_version"] == 1
+    [whole] = doc["ranks"]["files"]
+    assert whole["path"] == str(db)
+    assert whole["pids"] == _processes(db)
+    assert len(whole["pids"]) == 3  # two ranks and the launcher
+    assert whole["summaries_scope"] == ("whole file, every process, as nsys stats; "
+                                        "no med_ns, std_ns")
+    reports = {"kernel_summary": ("cuda_gpu_kern_sum", ["name"], ["Name"], "instances",
+                                  "Instances"),
+               "api_summary": ("cuda_api_sum", ["name"], ["Name"], "calls", "Num Calls"),
+               "nvtx_summary": ("nvtx_sum", ["name", "style"], ["Range", "Style"],
+                                "instances", "Instances")}
+    for section, (report, keys, their_keys, count, their_count) in reports.items():
+        rows = whole[section]
+        assert rows, section
+        for r in rows:
+            assert set(r) == {*keys, count, "total_ns", "avg_ns", "min_ns", "max_ns"}
+            for f in (count, "total_ns", "min_ns", "max_ns"):
+                assert isinstance(r[f], int), (section, f, r[f])
+            assert r["avg_ns"] == r["total_ns"] / r[count]
+        totals = [r["total_ns"] for r in rows]
+        assert totals == sorted(totals, reverse=True)  # most total time first, as nsys
+        exp = _expected(expected, db.stem, report)
+        assert exp is not None and not exp.empty
+        ours = _assert_matches(pd.DataFrame(rows), exp, keys, their_keys,
+                               {count: their_count, **EXTREMES})
+        for key, row in exp.set_index(their_keys).iterrows():
+            assert float(ours.loc[key, "avg_ns"]) == pytest.approx(
+                float(row["Avg (ns)"]), abs=ROUNDED), (section, key)

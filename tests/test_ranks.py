@@ -245,6 +245,39 @@ def split_files(tmp_path):
     return folder
 
 
+def test_whole_file_tables_count_every_process_once(tmp_path, two):
+    """``files``: per file, every process's calls once. A two-rank file: the two ranks'
+    tables and the launcher's merged. A file of one rank and a launcher: the rank's tables,
+    which already hold the launcher's call (its analysis is of the whole file)."""
+    from cgprof.parallel import analyze_files
+
+    rr = analyze_ranks(cgprof.load(two))
+    [f] = rr.files
+    assert (f.path, f.pids) == (str(two), [LAUNCHER, 100, 200])
+    # the all-reduce: 2500 ns on process 100; 2500 - skew(i) on process 200
+    assert f.kernel_summary.to_dict("records") == [
+        {"name": NCCL, "instances": 6, "total_ns": 3 * 2_500 + 2_300 + 2_100 + 1_900,
+         "avg_ns": 2_300.0, "min_ns": 1_900, "max_ns": 2_500},
+        {"name": "gemm", "instances": 6, "total_ns": 6_000, "avg_ns": 1_000.0,
+         "min_ns": 1_000, "max_ns": 1_000}]
+    assert f.api_summary.to_dict("records") == [
+        {"name": "cudaLaunchKernel", "calls": 12, "total_ns": 1_200, "avg_ns": 100.0,
+         "min_ns": 100, "max_ns": 100},
+        {"name": "cudaGetDeviceCount", "calls": 1, "total_ns": 200, "avg_ns": 200.0,
+         "min_ns": 200, "max_ns": 200}]
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for pid, device, marker in TWO:  # each file: one rank and a launcher
+        build(folder / f"rank{marker}.sqlite", [(pid, device, marker)])
+    many = analyze_files([folder / "rank0.sqlite", folder / "rank1.sqlite"], jobs=1)
+    assert [(f.path, f.pids) for f in many.files] == [
+        (str(folder / "rank0.sqlite"), [LAUNCHER, 200]),
+        (str(folder / "rank1.sqlite"), [LAUNCHER, 100])]
+    for f in many.files:
+        assert dict(zip(f.api_summary["name"], f.api_summary["calls"], strict=True)) == {
+            "cudaLaunchKernel": 6, "cudaGetDeviceCount": 1}
+
+
 def test_many_files_match_one_trace(tmp_path, two):
     from cgprof.parallel import analyze_files, expand_inputs
 

@@ -8,10 +8,16 @@
 
 Columns of each: name, instances (or calls), total_ns, avg_ns, med_ns, min_ns, max_ns,
 std_ns (sample standard deviation, as nsys). Totals and extremes are exact integers.
+
+:func:`merge_summaries` adds up such tables of disjoint sets of rows (the processes of one
+file) into the table of their union: what ``nsys stats`` prints for the file, without the
+median and the standard deviation (:data:`MERGED_STAT_COLUMNS` says why).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -136,6 +142,91 @@ def _stats(df: pd.DataFrame, keys: list[str], count_name: str,
         "std_ns": np.nan_to_num(_group_std(dur, group, n_groups)[present], nan=0.0)[order],
     })
     return pd.DataFrame(out, columns=cols)
+
+
+#: The statistics :func:`merge_summaries` gives: the ones that parts' tables determine
+#: exactly. Counts and totals add, extremes combine, and the mean is the merged total over
+#: the merged count (Python's int division, correctly rounded: the exact mean as a float).
+#: The median and the standard deviation are left out: the median of a union is not a
+#: function of its parts' medians, and a standard deviation recombined from the parts'
+#: rounded ones (or from float sums of squares) is not the one computed from the rows.
+MERGED_STAT_COLUMNS = ["total_ns", "avg_ns", "min_ns", "max_ns"]
+
+#: Each per-name summary (its name in AnalysisResult and in the JSON document): its key
+#: columns and the name of its count column.
+SUMMARY_KEYS: dict[str, tuple[list[str], str]] = {
+    "kernel_summary": (["name"], "instances"),
+    "api_summary": (["name"], "calls"),
+    "nvtx_summary": (["name", "style"], "instances"),
+}
+
+
+def merge_summaries(kind: str, parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The ``kind`` summary (a key of :data:`SUMMARY_KEYS`) of the union of the rows that
+    each of ``parts`` summarises (tables of :func:`kernel_summary`, :func:`api_summary` or
+    :func:`nvtx_summary` of disjoint sets of rows, e.g. each process of a file): keys, the
+    count, then :data:`MERGED_STAT_COLUMNS`, most total time first and then by the keys'
+    text, as the parts are ordered. Exact: counts, totals and extremes are int64, the mean
+    the correctly rounded quotient of the two exact integers."""
+    keys, count_name = SUMMARY_KEYS[kind]
+    cols = keys + [count_name] + MERGED_STAT_COLUMNS
+    rows = [p[[*keys, count_name, "total_ns", "min_ns", "max_ns"]] for p in parts if len(p)]
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype="object" if c in keys else
+                                          "float64" if c == "avg_ns" else "int64")
+                             for c in cols})
+    both = pd.concat(rows, ignore_index=True)
+    for k in keys:
+        both[k] = both[k].astype(str)
+    g = both.groupby(keys, sort=False).agg(
+        n=(count_name, "sum"), total=("total_ns", "sum"), lo=("min_ns", "min"),
+        hi=("max_ns", "max"))
+    labels = [g.index.get_level_values(i).to_numpy(dtype=object) for i in range(len(keys))]
+    total = g["total"].to_numpy(dtype=np.int64)
+    count = g["n"].to_numpy(dtype=np.int64)
+    # most total time first, then by the keys' text, as _stats orders a table
+    order = np.asarray(sorted(range(len(g)), key=lambda i: (
+        -int(total[i]), *(str(v[i]) for v in labels))), dtype=np.intp)
+    if len(total) and int(np.abs(total).max()) >= 2**53:  # a float of it could round
+        mean = np.asarray([int(t) / int(n) for t, n in zip(total, count, strict=True)])
+    else:  # exact operands: IEEE division rounds the exact quotient
+        mean = total.astype(np.float64) / count
+    out: dict[str, Any] = {k: pd.Series(labels[i][order], dtype=object)
+                           for i, k in enumerate(keys)}
+    out.update({count_name: count[order], "total_ns": total[order], "avg_ns": mean[order],
+                "min_ns": g["lo"].to_numpy(dtype=np.int64)[order],
+                "max_ns": g["hi"].to_numpy(dtype=np.int64)[order]})
+    return pd.DataFrame(out, columns=cols)
+
+
+@dataclass
+class FileSummaries:
+    """The per-name summaries of one whole file, every process of it: what ``nsys stats``
+    (``cuda_gpu_kern_sum``, ``cuda_api_sum``, ``nvtx_sum``) prints for the file.
+
+    path, pids  the file (as given) and its processes, ascending
+    kernel_summary, api_summary, nvtx_summary
+                :func:`merge_summaries` of the processes' own tables: keys, count,
+                total_ns, avg_ns, min_ns, max_ns. No med_ns and std_ns: neither is
+                determined by the processes' tables (:data:`MERGED_STAT_COLUMNS`), and one
+                recombined from them would pass an approximation for nsys's number.
+    """
+
+    path: str
+    pids: list[int]
+    kernel_summary: pd.DataFrame
+    api_summary: pd.DataFrame
+    nvtx_summary: pd.DataFrame
+
+
+def merge_file(path: str, pids: Sequence[int], parts: Sequence[Any]) -> FileSummaries:
+    """The :class:`FileSummaries` of the file at ``path`` whose processes ``pids`` the
+    ``parts`` summarise, each once: objects with some of the attributes kernel_summary,
+    api_summary, nvtx_summary (an analysis; the processes without GPU work have no
+    kernel table)."""
+    tables = {kind: merge_summaries(kind, [getattr(p, kind) for p in parts
+                                           if hasattr(p, kind)]) for kind in SUMMARY_KEYS}
+    return FileSummaries(path=path, pids=sorted({int(p) for p in pids}), **tables)
 
 
 def kernel_summary(trace: Trace) -> pd.DataFrame:

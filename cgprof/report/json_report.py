@@ -426,10 +426,20 @@ def _dump(doc: Any) -> Iterator[str]:
     yield "\n"
 
 
+#: ``ranks.files[].summaries_scope``: what a file's whole tables cover, and what they lack.
+FILE_SCOPE = "whole file, every process, as nsys stats; no med_ns, std_ns"
+
+
 def ranks_to_dict(rr: Any, _lazy: bool = False, all_gaps: bool = False) -> dict[str, Any]:
     """The document for a multi-rank run (cgprof.ranks.RanksResult): the cross-rank tables
     under ``ranks`` and each shown rank's usual document under ``traces`` (with its ``rank``).
-    Per-rank documents from many files carry no gap list (``gpu.gaps`` is empty)."""
+    Per-rank documents from many files carry no gap list (``gpu.gaps`` is empty).
+
+    ``ranks.files``: per file of the run (the order of ``ranks.paths``), its path, its
+    processes (``pids``) and its whole per-name summaries (``kernel_summary``,
+    ``api_summary``, ``nvtx_summary``: keys, count, total_ns, avg_ns, min_ns, max_ns; every
+    process of the file, ranks and others, equal to ``nsys stats`` of it; no median or
+    standard deviation: cgprof.ranks.FileSummaries)."""
     table: Any = _Table if _lazy else frame_records
     cr = rr.cross
     traces = []
@@ -456,6 +466,11 @@ def ranks_to_dict(rr: Any, _lazy: bool = False, all_gaps: bool = False) -> dict[
                                  "api_calls": o.api_calls, "nvtx_ranges": o.nvtx_ranges,
                                  "api_summary": table(o.api_summary),
                                  "nvtx_summary": table(o.nvtx_summary)} for o in rr.others],
+            # each file whole, every process: what nsys stats prints for it
+            "files": [{"path": f.path, "pids": list(f.pids), "summaries_scope": FILE_SCOPE,
+                       "kernel_summary": table(f.kernel_summary),
+                       "api_summary": table(f.api_summary),
+                       "nvtx_summary": table(f.nvtx_summary)} for f in rr.files],
         },
         "traces": traces,
     }
