@@ -794,7 +794,7 @@ def export_report(report: Path, into: Path) -> Path:
     if proc.returncode != 0 or not out.is_file():
         lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
         why = lines[-1].strip() if lines else f"exit code {proc.returncode}"
-        raise TraceError(f"{report}: `nsys export --type sqlite` failed ({why})")
+        raise TraceError(record.export_failure(report, nsys, why))
     return out
 
 

@@ -501,6 +501,73 @@ def export_supports_tables(nsys: Path) -> bool:
     return re.search(r"--tables\b", proc.stdout + proc.stderr) is not None
 
 
+def nsys_version(nsys: Path) -> str | None:
+    """The first line ``nsys --version`` prints (``NVIDIA Nsight Systems version
+    2025.3.2.474-253236389321v0``), or None when it fails or prints nothing."""
+    try:
+        proc = subprocess.run([str(nsys), "--version"], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln.strip() for ln in (proc.stdout or "").splitlines() if ln.strip()]
+    return lines[0] if proc.returncode == 0 and lines else None
+
+
+#: How much of the start of an ``.nsys-rep`` :func:`report_version` searches.
+REPORT_VERSION_BYTES = 4 << 20
+
+#: What names an nsys version inside a report, most telling first: nsys's full version
+#: (``2025.3.2.474-253236389321v0``, as ``nsys --version`` ends), then a version after the
+#: words "Nsight Systems" (``NVIDIA Nsight Systems version 2025.3.2``, an install folder
+#: ``nsight-systems/2025.3.2/``).
+_REPORT_VERSIONS = (
+    re.compile(rb"(?<![\d.])(20\d\d\.\d{1,2}\.\d{1,3}\.\d{1,6}-\d{6,}v\d+)"),
+    re.compile(rb"(?i)nsight[ _-]?systems[^\x00-\x1f]{0,40}?"
+               rb"(?<![\d.])(20\d\d\.\d{1,2}\.\d{1,3}(?:\.\d{1,6})?)(?![\d.])"),
+)
+
+
+def report_version(report: Path) -> str | None:
+    """The nsys version an ``.nsys-rep`` names in its first REPORT_VERSION_BYTES, or None.
+
+    Best effort: a report is a binary container whose layout nsys does not document, so
+    this reads no structure, only text in it that names an nsys version (the patterns of
+    _REPORT_VERSIONS). None when there is none (a compressed or other layout): then the
+    caller says nothing of the report's version rather than guess one."""
+    try:
+        with open(report, "rb") as f:
+            head = f.read(REPORT_VERSION_BYTES)
+    except OSError:
+        return None
+    for pattern in _REPORT_VERSIONS:
+        found = pattern.search(head)
+        if found:
+            return found.group(1).decode("ascii")
+    return None
+
+
+def export_failure(report: Path, nsys: Path, why: str) -> str:
+    """The one line for an ``nsys export`` of ``report`` by ``nsys`` that failed with
+    ``why``: which nsys it was (path and ``nsys --version``), the nsys version the report
+    names where one can be read (:func:`report_version`), and what to do. A report written
+    by a newer nsys than the one exporting it fails inside nsys with ``Can't parse message
+    of type "QuadDAnalysis.Data.Session"`` and no word of versions."""
+    version = nsys_version(nsys)
+    used = f"{nsys} ({version or 'its version unknown: nsys --version failed'})"
+    written = report_version(report)
+    cmd = f"`nsys export --type sqlite -o {report.with_suffix('.sqlite')} {report}`"
+    line = f"{report}: `nsys export --type sqlite` failed ({why}) with {used}"
+    if written is None:
+        return (f"{line}: export it with the nsys that recorded it ({cmd}) or point "
+                f"cgprof at that nsys with CGPROF_NSYS=PATH")
+    short = re.match(r"20\d\d\.\d+\.\d+", written)
+    if short and version and re.search(rf"(?<![\d.]){re.escape(short.group(0))}(?!\d)",
+                                       version):
+        return f"{line}; the report names the same nsys version ({written})"
+    return (f"{line}; the report names nsys {written}: export it with that nsys ({cmd}) "
+            f"or point cgprof at it with CGPROF_NSYS=PATH")
+
+
 class Recorder:
     """Runs one recording; :func:`record` is the function to call.
 

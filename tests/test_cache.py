@@ -363,8 +363,90 @@ def test_nsys_rep_export_failure_is_one_line(tmp_path, monkeypatch):
     rep.write_text("a report")
     res = CliRunner().invoke(main, ["analyze", str(rep)])
     assert res.exit_code == 1
-    assert res.output == (f"Error: {rep}: `nsys export --type sqlite` failed "
-                          f"(Error: export failed: simulated crash)\n")
+    assert res.output == (
+        f"Error: {rep}: `nsys export --type sqlite` failed (Error: export failed: simulated "
+        f"crash) with {tmp_path / 'bin' / 'nsys'} (NVIDIA Nsight Systems version 2099.1.1 "
+        f"(fake)): export it with the nsys that recorded it (`nsys export --type sqlite -o "
+        f"{tmp_path / 'run.sqlite'} {rep}`) or point cgprof at that nsys with "
+        f"CGPROF_NSYS=PATH\n")
+
+
+#: What an nsys older than the report says when it cannot read it.
+TOO_NEW = 'Can\'t parse message of type "QuadDAnalysis.Data.Session"'
+
+
+def _export_newer(tmp_path: Path, report: bytes) -> tuple[subprocess.CompletedProcess, Path]:
+    """``python -m cgprof analyze run.nsys-rep`` (a real subprocess) with a fake nsys whose
+    export fails as an older nsys does on a newer report; the report holds ``report``."""
+    nsys = _install_fake_nsys(tmp_path / "bin")
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(report)
+    env = {**os.environ, "CGPROF_NSYS": str(nsys), "FAKE_NSYS_EXPORT": "newer",
+           "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "cgprof", "analyze", str(rep)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    return proc, rep
+
+
+def _failed_line(rep: Path, nsys: Path) -> str:
+    return (f"Error: {rep}: `nsys export --type sqlite` failed ({TOO_NEW}) with {nsys} "
+            f"(NVIDIA Nsight Systems version 2099.1.1 (fake))")
+
+
+#: The start of a report that names its nsys (a made-up container: binary around text).
+def _noise(n: int) -> bytes:
+    """``n`` fixed pseudo-random bytes with no "20" in them (so no year-like number)."""
+    import random
+
+    return random.Random(37).randbytes(n).replace(b"20", b"xx")
+
+
+NAMED = (b"\x00\x01QDSTRM\x00\x8a\x02" + _noise(3000)
+         + b"\x12\x1cNVIDIA Nsight Systems version 2099.3.1.77-253236389321v0\x1a"
+         + bytes(range(256)) * 8)
+
+
+def test_a_report_from_a_newer_nsys_fails_in_one_line_naming_both_versions(tmp_path):
+    proc, rep = _export_newer(tmp_path, NAMED)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"{_failed_line(rep, tmp_path / 'bin' / 'nsys')}; the report names nsys "
+        f"2099.3.1.77-253236389321v0: export it with that nsys (`nsys export --type sqlite "
+        f"-o {tmp_path / 'run.sqlite'} {rep}`) or point cgprof at it with CGPROF_NSYS=PATH"]
+    assert "Traceback" not in proc.stderr
+    assert rep.read_bytes() == NAMED  # the input is unchanged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "run.nsys-rep"]
+
+
+@pytest.mark.parametrize("report", [
+    pytest.param(_noise(1 << 16), id="no-version"),
+    # the same words past the part that is searched: not read, so not claimed
+    pytest.param(bytes(4 << 20) + NAMED, id="version-too-deep"),
+    # a year-like number that is not after the words "Nsight Systems" nor nsys's full form
+    pytest.param(b"\x00cuda 2024.1.1 driver 2023.4.4.1\x00" * 4, id="other-numbers"),
+])
+def test_a_report_whose_version_cannot_be_read_says_none(tmp_path, report):
+    proc, rep = _export_newer(tmp_path, report)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"{_failed_line(rep, tmp_path / 'bin' / 'nsys')}: export it with the nsys that "
+        f"recorded it (`nsys export --type sqlite -o {tmp_path / 'run.sqlite'} {rep}`) or "
+        f"point cgprof at that nsys with CGPROF_NSYS=PATH"]
+    assert "Traceback" not in proc.stderr
+    assert rep.read_bytes() == report
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "run.nsys-rep"]
+
+
+def test_a_report_of_the_same_version_gives_no_version_advice(tmp_path):
+    same = b"\x00\x07nsight-systems/2099.1.1/target-linux-x64\x00"
+    proc, rep = _export_newer(tmp_path, same)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"{_failed_line(rep, tmp_path / 'bin' / 'nsys')}; the report names the same nsys "
+        f"version (2099.1.1)"]
+    assert rep.read_bytes() == same
 
 
 def test_analyze_import_stays_light():

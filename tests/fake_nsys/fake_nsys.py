@@ -16,6 +16,9 @@ Environment knobs (all optional):
   FAKE_NSYS_PROFILE       rep (default) | qdstrm | none (write nothing, exit 1)
   FAKE_NSYS_EXPORT        ok (default) | fail (half-write OUT, exit 1) | garbage (non-SQLite
                           OUT, exit 0) | empty-if-tables (0-byte OUT when --tables is given)
+                          | newer (what an nsys older than the report's says: `Can't parse
+                          message of type "QuadDAnalysis.Data.Session"`, nothing written,
+                          exit 1)
   FAKE_NSYS_HAS_TABLES    1 (default): `export --help` mentions --tables; 0: it does not
 """
 
@@ -108,6 +111,9 @@ def export(args: list[str]) -> int:
             f.write(b"SQLite format 3\x00 half-written")
         print("Processing events...", file=sys.stderr)
         print("Error: export failed: simulated crash", file=sys.stderr)
+        return 1
+    if mode == "newer":
+        print('Can\'t parse message of type "QuadDAnalysis.Data.Session"', file=sys.stderr)
         return 1
     if mode == "garbage":
         with open(out, "wb") as f:
