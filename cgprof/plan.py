@@ -167,10 +167,10 @@ def rank_heads(trace: Trace) -> list[RankHead]:
 
 
 def apart_heads(path: Any) -> list[RankHead] | None:
-    """The ranks of the trace at ``path`` when ``cgprof analyze`` is to read it rank by rank
-    (:func:`cgprof.ranks.analyze_ranks_apart`), else None: it holds more than one process with GPU work,
-    and its whole analysis is expected to exceed the memory cap (``--memory-limit``,
-    ``CGPROF_MEMORY_LIMIT``, default 4GB; :func:`cgprof.engine.apart_wanted`)."""
+    """The ranks of the trace at ``path`` when it is to be read rank by rank
+    (:func:`cgprof.ranks.analyze_ranks_apart`), else None: it holds more than one process
+    with GPU work, and its whole analysis is expected to exceed the memory cap
+    (:func:`cgprof.engine.apart_wanted`)."""
     from cgprof import engine as E
 
     if not E.apart_wanted(Path(path)):
