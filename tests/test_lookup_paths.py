@@ -1,4 +1,5 @@
-"""Round eight's fast paths (the mid-size real trace) give what the paths they skip give."""
+"""Lookup fast paths on the mid-size real traces (dense id tables, step lookups, windows from
+columns) give what the general paths they skip give."""
 
 import numpy as np
 import pandas.testing as pdt
