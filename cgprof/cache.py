@@ -39,7 +39,6 @@ from typing import Any
 from cgprof import engine as E
 from cgprof import schema as S
 from cgprof import scratch
-from cgprof.errors import CgprofError, TraceError
 from cgprof.settings import current, in_context
 
 #: Bump when the layout or the columns stored change: old entries are then ignored
@@ -767,45 +766,6 @@ def _finish(path: Path, tmp: Path, tables: dict[str, list[str]],
     except Exception:
         discard(tmp)
         return None
-
-
-def export_report(report: Path, into: Path) -> Path:
-    """Export an ``.nsys-rep`` to SQLite in folder ``into`` with the nsys cgprof finds."""
-    from cgprof import record
-
-    try:
-        nsys = record.find_nsys(globs=record.NSYS_GLOBS)
-    except CgprofError:
-        looked = ", ".join(["$CGPROF_NSYS", "PATH", *record.NSYS_GLOBS])
-        raise TraceError(
-            f"{report}: is an Nsight Systems report and no nsys was found to export it "
-            f"(looked in {looked}); set "
-            f"CGPROF_NSYS=PATH or export it yourself with "
-            f"`nsys export --type sqlite -o {report.with_suffix('.sqlite')} {report}`"
-        ) from None
-    out = into / (report.stem + ".sqlite")
-    argv = record.build_export_argv(nsys, report, out)
-    import subprocess  # ~3 ms of imports: for .nsys-rep input only
-
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    except OSError as exc:
-        raise TraceError(f"{report}: cannot run {nsys} ({exc.strerror})") from None
-    if proc.returncode != 0 or not out.is_file():
-        lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
-        why = lines[-1].strip() if lines else f"exit code {proc.returncode}"
-        raise TraceError(record.export_failure(report, nsys, why))
-    return out
-
-
-@contextlib.contextmanager
-def exported(report: Path) -> Any:
-    """A temporary SQLite export of ``report``, removed afterwards."""
-    folder = scratch.folder("cgprof-export-")
-    try:
-        yield export_report(report, folder)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def entries() -> list[dict[str, Any]]:

@@ -920,7 +920,7 @@ def open_source(path: Path) -> E.Source:
     """Check ``path`` and open it as a columnar :class:`cgprof.engine.Source`.
 
     SQLite exports and nsys's parquetdir/arrowdir directories; ``.nsys-rep`` reports are
-    exported to SQLite first (:func:`cgprof.cache.export_report`).
+    exported to SQLite first (:func:`cgprof.nsys.exported`).
     """
     early = E.take_early(path)  # opened (and its big tables being read) by E.prefetch
     if early is not None:
@@ -974,7 +974,9 @@ def load(path: str | Path, progress: Progress | None = None, *,
     if trace is None:
         if path.suffix.lower() == ".nsys-rep" and path.is_file():
             say("exporting the report to SQLite with nsys")
-            with C.exported(path) as sqlite_path:
+            from cgprof.nsys import exported
+
+            with exported(path) as sqlite_path:
                 trace = _load_source(sqlite_path, path, say, use_cache)
         else:
             trace = _load_source(path, path, say, use_cache)

@@ -103,11 +103,11 @@ def test_sqlite_without_nsys_tables(tmp_path):
 
 def test_nsys_rep_without_nsys(tmp_path, monkeypatch):
     """An .nsys-rep is exported with the nsys cgprof finds; with none, one line says so."""
-    from cgprof import record
+    from cgprof import nsys
 
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.delenv("CGPROF_NSYS", raising=False)
-    monkeypatch.setattr(record, "NSYS_GLOBS", ())
+    monkeypatch.setattr(nsys, "NSYS_GLOBS", ())
     p = tmp_path / "run.nsys-rep"
     p.write_bytes(b"\x00" * 100)
     before = _digest(p)

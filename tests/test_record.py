@@ -23,15 +23,17 @@ from click.testing import CliRunner
 
 from cgprof.cli import main
 from cgprof.errors import RecordError
-from cgprof.record import (
+from cgprof.nsys import (
     EXPORT_TABLES,
     NSYS_GLOBS,
     build_export_argv,
-    build_profile_argv,
-    default_output_name,
     export_tables_pattern,
     find_nsys,
     find_qdstrm_importer,
+)
+from cgprof.record import (
+    build_profile_argv,
+    default_output_name,
     output_base,
     resolve_command,
 )
