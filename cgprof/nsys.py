@@ -240,24 +240,30 @@ def export_failure(report: Path, nsys: Path, why: str) -> str:
     line = f"{report}: `nsys export --type sqlite` failed ({why}) with {used}"
     if written is None:
         return (f"{line}: export it with the nsys that recorded it ({cmd}) or point "
-                f"cgprof at that nsys with CGPROF_NSYS=PATH")
+                f"cgprof at that nsys with --nsys PATH or CGPROF_NSYS=PATH")
     short = re.match(r"20\d\d\.\d+\.\d+", written)
     if short and version and re.search(rf"(?<![\d.]){re.escape(short.group(0))}(?!\d)",
                                        version):
         return f"{line}; the report names the same nsys version ({written})"
     return (f"{line}; the report names nsys {written}: export it with that nsys ({cmd}) "
-            f"or point cgprof at it with CGPROF_NSYS=PATH")
+            f"or point cgprof at it with --nsys PATH or CGPROF_NSYS=PATH")
 
 
 def export_report(report: Path, into: Path) -> Path:
-    """Export an ``.nsys-rep`` to SQLite in folder ``into`` with the nsys cgprof finds."""
+    """Export an ``.nsys-rep`` to SQLite in folder ``into`` with the settings' nsys
+    (``--nsys``), else the one :func:`find_nsys` finds."""
+    from cgprof.settings import current
+
+    explicit = current().nsys
     try:
-        nsys = find_nsys(globs=NSYS_GLOBS)
-    except CgprofError:
-        looked = ", ".join(["$CGPROF_NSYS", "PATH", *NSYS_GLOBS])
+        nsys = find_nsys(explicit, globs=NSYS_GLOBS)
+    except CgprofError as exc:
+        if explicit is not None:  # (the user's own path: say what is wrong with it)
+            raise TraceError(f"{report}: {exc}") from None
+        looked = ", ".join(["--nsys", "$CGPROF_NSYS", "PATH", *NSYS_GLOBS])
         raise TraceError(
             f"{report}: is an Nsight Systems report and no nsys was found to export it "
-            f"(looked in {looked}); set "
+            f"(looked in {looked}); pass --nsys PATH, set "
             f"CGPROF_NSYS=PATH or export it yourself with "
             f"`nsys export --type sqlite -o {report.with_suffix('.sqlite')} {report}`"
         ) from None

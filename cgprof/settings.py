@@ -10,7 +10,8 @@ thread count, the cache folder, the memory cap) instead of every function taking
 argument. Threads the library starts carry the caller's settings along
 (:func:`in_context`); worker processes are handed theirs explicitly
 (:mod:`cgprof.parallel`). Nothing outside this module, :mod:`cgprof.record` (the recorded
-program's environment) and :mod:`cgprof.runners` reads ``os.environ``.
+program's environment), :mod:`cgprof.nsys` (``CGPROF_NSYS`` and ``PATH``, where nsys is
+looked for) and :mod:`cgprof.runners` reads ``os.environ``.
 
 The environment variables, each the default of a flag or a field:
 
@@ -98,6 +99,9 @@ class Settings:
         memory cap allows.
     ranks_apart: True reads a multi-rank trace rank by rank, False never, None when its whole
         analysis would exceed the memory cap.
+    nsys: the nsys that exports a ``.nsys-rep`` input (a file, or a folder holding ``nsys``);
+        None: the one :func:`cgprof.nsys.find_nsys` finds (``CGPROF_NSYS``, ``PATH``, the
+        usual install folders).
     """
 
     memory_limit: str = DEFAULT_MEMORY_LIMIT
@@ -108,6 +112,7 @@ class Settings:
     engine: str = "duckdb"
     chunk_steps: int | None = None
     ranks_apart: bool | None = None
+    nsys: str | None = None
 
     def __post_init__(self) -> None:
         parse_size(self.memory_limit)

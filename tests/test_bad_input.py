@@ -115,7 +115,8 @@ def test_nsys_rep_without_nsys(tmp_path, monkeypatch):
     assert code == 1
     assert _one_error_line(out) == (
         f"{p}: is an Nsight Systems report and no nsys was found to export it (looked in "
-        f"$CGPROF_NSYS, PATH); set CGPROF_NSYS=PATH or export it yourself with "
+        f"--nsys, $CGPROF_NSYS, PATH); pass --nsys PATH, set CGPROF_NSYS=PATH or export it "
+        f"yourself with "
         f"`nsys export --type sqlite -o {tmp_path / 'run.sqlite'} {p}`")
     assert _digest(p) == before
 

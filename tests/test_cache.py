@@ -356,6 +356,22 @@ def test_nsys_rep_is_exported_with_the_nsys_found(tmp_path, cache_dir, monkeypat
     assert not list(tmp_path.glob("*.sqlite"))  # the export lived in a temporary folder
 
 
+def test_nsys_names_the_nsys_that_exports_a_report(tmp_path, monkeypatch):
+    """--nsys wins over CGPROF_NSYS; a --nsys that is no nsys is one line naming it."""
+    fake = _install_fake_nsys(tmp_path / "bin")
+    monkeypatch.setenv("CGPROF_NSYS", str(tmp_path / "no-nsys-here"))
+    monkeypatch.setenv("FAKE_NSYS_EXPORT", "fail")
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_text("a report")
+    res = CliRunner().invoke(main, ["analyze", str(rep), "--nsys", str(fake)])
+    assert res.exit_code == 1
+    assert f"failed (Error: export failed: simulated crash) with {fake} " in res.output
+    res = CliRunner().invoke(main, ["analyze", str(rep), "--nsys", str(tmp_path)])
+    assert res.exit_code == 1
+    assert res.output == f"Error: {rep}: --nsys {tmp_path}: no nsys executable there\n"
+    assert rep.read_text() == "a report"
+
+
 def test_nsys_rep_export_failure_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("CGPROF_NSYS", str(_install_fake_nsys(tmp_path / "bin")))
     monkeypatch.setenv("FAKE_NSYS_EXPORT", "fail")
@@ -368,7 +384,7 @@ def test_nsys_rep_export_failure_is_one_line(tmp_path, monkeypatch):
         f"crash) with {tmp_path / 'bin' / 'nsys'} (NVIDIA Nsight Systems version 2099.1.1 "
         f"(fake)): export it with the nsys that recorded it (`nsys export --type sqlite -o "
         f"{tmp_path / 'run.sqlite'} {rep}`) or point cgprof at that nsys with "
-        f"CGPROF_NSYS=PATH\n")
+        f"--nsys PATH or CGPROF_NSYS=PATH\n")
 
 
 #: What an nsys older than the report says when it cannot read it.
@@ -413,7 +429,8 @@ def test_a_report_from_a_newer_nsys_fails_in_one_line_naming_both_versions(tmp_p
     assert proc.stderr.splitlines() == [
         f"{_failed_line(rep, tmp_path / 'bin' / 'nsys')}; the report names nsys "
         f"2099.3.1.77-253236389321v0: export it with that nsys (`nsys export --type sqlite "
-        f"-o {tmp_path / 'run.sqlite'} {rep}`) or point cgprof at it with CGPROF_NSYS=PATH"]
+        f"-o {tmp_path / 'run.sqlite'} {rep}`) or point cgprof at it with --nsys PATH or "
+        f"CGPROF_NSYS=PATH"]
     assert "Traceback" not in proc.stderr
     assert rep.read_bytes() == NAMED  # the input is unchanged
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "run.nsys-rep"]
@@ -433,7 +450,7 @@ def test_a_report_whose_version_cannot_be_read_says_none(tmp_path, report):
     assert proc.stderr.splitlines() == [
         f"{_failed_line(rep, tmp_path / 'bin' / 'nsys')}: export it with the nsys that "
         f"recorded it (`nsys export --type sqlite -o {tmp_path / 'run.sqlite'} {rep}`) or "
-        f"point cgprof at that nsys with CGPROF_NSYS=PATH"]
+        f"point cgprof at that nsys with --nsys PATH or CGPROF_NSYS=PATH"]
     assert "Traceback" not in proc.stderr
     assert rep.read_bytes() == report
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "run.nsys-rep"]

@@ -1,4 +1,4 @@
-"""`--no-cache` and `--memory-limit`, shared by the commands that read traces.
+"""`--no-cache`, `--memory-limit` and `--nsys`, shared by the commands that read traces.
 
 With the environment they make the command's :class:`cgprof.settings.Settings`, once, and the
 command runs under them (:func:`cgprof.settings.using`).
@@ -118,15 +118,17 @@ def _note_fallback(reason: str | None) -> None:
 
 
 def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--no-cache`` and ``--memory-limit SIZE`` to a command."""
+    """Add ``--no-cache``, ``--memory-limit SIZE`` and ``--nsys PATH`` to a command."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, no_cache: bool, memory_limit: str | None, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, no_cache: bool, memory_limit: str | None, nsys: str | None,
+                **kwargs: Any) -> Any:
         from cgprof import engine as E
         from cgprof.errors import CgprofError
         from cgprof.settings import Settings, active, memory_limit_in_env, using
 
-        flags = {"memory_limit": memory_limit, "cache": False if no_cache else None}
+        flags = {"memory_limit": memory_limit, "cache": False if no_cache else None,
+                 "nsys": nsys}
         try:  # (run from Python under settings of the caller's: those, with the flags)
             base = active()
             settings = (Settings.from_env(**flags) if base is None else
@@ -154,4 +156,8 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
     wrapper = click.option(
         "--no-cache", is_flag=True,
         help="Neither read nor write cgprof's columnar cache of the trace.")(wrapper)
+    wrapper = click.option(
+        "--nsys", metavar="PATH",
+        help="The nsys that exports a .nsys-rep input [default: $CGPROF_NSYS, PATH, usual "
+             "install places].")(wrapper)
     return wrapper
