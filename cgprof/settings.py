@@ -149,12 +149,17 @@ class Settings:
             values["reader"] = "thread"
         if env.get("CGPROF_ENGINE", "").strip().lower() == "sqlite3":
             values["engine"] = "sqlite3"
-        values.update({k: v for k, v in flags.items() if v is not None})
-        return cls(**values)
+        return cls(**values).with_flags(**flags)
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes``."""
         return dataclasses.replace(self, **changes)
+
+    def with_flags(self, **flags: Any) -> Settings:
+        """A copy with the flags given on a command line: a None flag was not given, and
+        keeps this value."""
+        given = {k: v for k, v in flags.items() if v is not None}
+        return self.replace(**given) if given else self
 
     @property
     def memory_limit_bytes(self) -> int:

@@ -131,8 +131,7 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
                  "nsys": nsys}
         try:  # (run from Python under settings of the caller's: those, with the flags)
             base = active()
-            settings = (Settings.from_env(**flags) if base is None else
-                        base.replace(**{k: v for k, v in flags.items() if v is not None}))
+            settings = (Settings.from_env() if base is None else base).with_flags(**flags)
         except CgprofError as exc:
             raise click.ClickException(str(exc)) from None
         E.engine_fallback(clear=True)
