@@ -24,6 +24,7 @@ from cgprof import engine as E
 from cgprof import schema as S
 from cgprof import trace as T
 from cgprof.metrics.summaries import kernel_summary
+from cgprof.settings import Settings, using
 
 REPO = Path(__file__).resolve().parents[1]
 #: eager (NULL graph node ids), graphed (ids in some row groups, not others), a graph-level
@@ -175,6 +176,29 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
                           timeout=240, cwd=REPO)
 
 
+def _capped(*args: str, env: dict[str, str], chunk_steps: int) -> subprocess.CompletedProcess:
+    """``cgprof analyze ARGS --memory-limit 100MB --quiet`` run here (click's CliRunner) as
+    :func:`_cli` runs it with ``env``, under settings with ``chunk_steps`` steps per chunk:
+    its exit code, stdout and stderr."""
+    import traceback
+
+    from click.testing import CliRunner
+
+    from cgprof.cli import main
+
+    argv = ["analyze", *args, "--memory-limit", "100MB", "--quiet"]
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in env.items():
+            mp.setenv(name, value)
+        mp.chdir(REPO)
+        with using(Settings.from_env().replace(chunk_steps=chunk_steps)):
+            res = CliRunner().invoke(main, argv)
+    stderr = res.stderr
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(res.exception))
+    return subprocess.CompletedProcess(argv, res.exit_code, res.stdout, stderr)
+
+
 def _entry(cache: Path) -> tuple[dict, Path]:
     """The one entry of ``cache``: its manifest and folder."""
     entries = [p for p in cache.iterdir() if p.is_dir() and not p.name.startswith(".")]
@@ -190,12 +214,12 @@ def test_a_capped_first_run_leaves_a_columnar_copy_a_whole_run_completes(
     path = REPO / "traces" / "mlp_train_graph.sqlite"
     trace = str(path)
     cache = tmp_path / "cache"
-    env = {"CGPROF_CACHE": str(cache), "CGPROF_CHUNK_STEPS": "3", "CGPROF_NO_CACHE": "0"}
+    env = {"CGPROF_CACHE": str(cache), "CGPROF_NO_CACHE": "0"}
     want = _cli(trace, "--json", "-", "--no-cache", env=env)
     assert want.returncode == 0, want.stderr
 
-    def capped() -> str:
-        r = _cli(trace, "--json", "-", "--memory-limit", "100MB", env=env)
+    def capped() -> str:  # (3 steps a chunk)
+        r = _capped(trace, "--json", "-", env=env, chunk_steps=3)
         assert r.returncode == 0 and "at a time (" in r.stderr, r.stderr
         return r.stdout
 
@@ -226,8 +250,8 @@ def test_a_capped_first_run_leaves_a_columnar_copy_a_whole_run_completes(
     # the library's load of such an entry: the frames a load from SQLite builds
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "api"))
     monkeypatch.setenv("CGPROF_NO_CACHE", "0")
-    r = _cli(trace, "--json", "-", "--memory-limit", "100MB",
-             env={**env, "CGPROF_CACHE": str(tmp_path / "api")})
+    r = _capped(trace, "--json", "-", env={**env, "CGPROF_CACHE": str(tmp_path / "api")},
+                chunk_steps=3)
     assert r.returncode == 0 and _entry(tmp_path / "api")[0]["frames"] == {}
     _same(T.load(path), T.load(path, cache=False))
     assert set(_entry(tmp_path / "api")[0]["frames"]) >= set(C.FRAME_TABLES)
@@ -236,15 +260,15 @@ def test_a_capped_first_run_leaves_a_columnar_copy_a_whole_run_completes(
 
 def test_a_capped_run_that_fails_or_reads_whole_leaves_no_columns_entry(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    env = {"CGPROF_CACHE": str(cache), "CGPROF_CHUNK_STEPS": "3", "CGPROF_NO_CACHE": "0"}
-    bad = _cli(str(REPO / "traces" / "mlp_train_graph.sqlite"), "--json", "-", "--skip",
-               "100000", "--memory-limit", "100MB", env=env)
+    env = {"CGPROF_CACHE": str(cache), "CGPROF_NO_CACHE": "0"}
+    bad = _capped(str(REPO / "traces" / "mlp_train_graph.sqlite"), "--json", "-", "--skip",
+                  "100000", env=env, chunk_steps=3)
     assert bad.returncode != 0 and bad.stdout == ""
     assert [ln for ln in bad.stderr.splitlines() if ln.strip()][-1].startswith("Error")
     assert not cache.exists() or not [p for p in cache.iterdir()]  # no entry, no temporary
     # steps that overlap (torch.compile's scored choice): read whole, its entry has frames
-    whole = _cli(str(REPO / "traces" / "compile_train_step.sqlite"), "--json", "-",
-                 "--memory-limit", "100MB", env=env)
+    whole = _capped(str(REPO / "traces" / "compile_train_step.sqlite"), "--json", "-",
+                    env=env, chunk_steps=3)
     assert whole.returncode == 0 and "at a time (" not in whole.stderr, whole.stderr
     assert set(_entry(cache)[0]["frames"]) >= set(C.FRAME_TABLES)
     assert not list(cache.glob(".tmp-*"))
@@ -256,9 +280,9 @@ def test_a_capped_run_with_a_cache_it_cannot_write_still_reads_in_chunks(tmp_pat
     trace = str(REPO / "traces" / "mlp_train_eager.sqlite")
     blocker = tmp_path / "not-a-folder"
     blocker.write_bytes(b"x")
-    env = {"CGPROF_CACHE": str(blocker), "CGPROF_CHUNK_STEPS": "4", "CGPROF_NO_CACHE": "0"}
+    env = {"CGPROF_CACHE": str(blocker), "CGPROF_NO_CACHE": "0"}
     want = _cli(trace, "--json", "-", "--no-cache", env=env)
-    got = _cli(trace, "--json", "-", "--memory-limit", "100MB", env=env)
+    got = _capped(trace, "--json", "-", env=env, chunk_steps=4)
     assert got.returncode == 0 and "at a time (" in got.stderr, got.stderr
     assert got.stdout == want.stdout
     assert blocker.read_bytes() == b"x"

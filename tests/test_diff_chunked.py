@@ -21,6 +21,7 @@ import cgprof
 from cgprof.diff import RunView, view, window_asker, window_totals
 from cgprof.errors import CgprofError
 from cgprof.metrics import analyze, chunked
+from cgprof.settings import Settings, using
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -139,6 +140,30 @@ def _diff(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=e, timeout=240, cwd=REPO)
 
 
+def _in_process(args: list[str], env: dict[str, str], chunk_steps: int,
+                cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """``cgprof ARGS`` run here (click's CliRunner) as ``python -m cgprof ARGS`` runs with
+    ``env`` (less CGPROF_NO_CACHE) in ``cwd``, under settings with ``chunk_steps`` steps per
+    chunk of an analysis over the memory cap: its exit code, stdout and stderr."""
+    import traceback
+
+    from click.testing import CliRunner
+
+    from cgprof.cli import main
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("CGPROF_NO_CACHE", raising=False)
+        for name, value in env.items():
+            mp.setenv(name, value)
+        mp.chdir(cwd)
+        with using(Settings.from_env().replace(chunk_steps=chunk_steps)):
+            res = CliRunner().invoke(main, args)
+    stderr = res.stderr
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(res.exception))
+    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, stderr)
+
+
 def _notes(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if "chunk of steps at a time (" in ln]
 
@@ -158,10 +183,11 @@ def test_command_diffs_in_chunks_under_the_cap(tmp_path: Path, pair) -> None:
     whole_text = _diff(ta, tb, *extra, env=env)
     assert whole_json.returncode == 0 and whole_text.returncode == 0, whole_json.stderr
     assert not _notes(whole_json.stderr)
-    capped = dict(env, CGPROF_CHUNK_STEPS="3")
-    for cached in (False, True):
-        j = _diff(ta, tb, *extra, "--json", "-", "--memory-limit", "100MB", env=capped)
-        t = _diff(ta, tb, *extra, "--memory-limit", "100MB", env=capped)
+    for cached in (False, True):  # (3 steps a chunk)
+        j = _in_process(["diff", ta, tb, *extra, "--json", "-", "--memory-limit", "100MB"],
+                        env, chunk_steps=3)
+        t = _in_process(["diff", ta, tb, *extra, "--memory-limit", "100MB"], env,
+                        chunk_steps=3)
         assert j.returncode == 0 and t.returncode == 0, j.stderr + t.stderr
         assert j.stdout == whole_json.stdout, f"cached={cached}"
         assert t.stdout == whole_text.stdout, f"cached={cached}"
@@ -170,13 +196,13 @@ def test_command_diffs_in_chunks_under_the_cap(tmp_path: Path, pair) -> None:
 
 
 @pytest.mark.parametrize("case", [
-    ("mlp_train_eager", "mlp_train_graph", (), "3"),
-    ("mlp_train_eager", "mlp_train_graph", ("--max-events", "100"), "1"),
-    ("resnet18_train_eager", "resnet18_train_graph", ("--max-events", "100"), "2"),
-    ("resnet18_train_graph", "resnet18_train_graph", ("--mode", "warmup,graph"), "3"),
+    ("mlp_train_eager", "mlp_train_graph", (), 3),
+    ("mlp_train_eager", "mlp_train_graph", ("--max-events", "100"), 1),
+    ("resnet18_train_eager", "resnet18_train_graph", ("--max-events", "100"), 2),
+    ("resnet18_train_graph", "resnet18_train_graph", ("--mode", "warmup,graph"), 3),
     ("transformer_train_eager", "transformer_train_graph",
-     ("--steps", "2:7,1:6", "--max-events", "300"), "2"),
-    ("mlp_train_graph_graphtrace", "mlp_infer_graph", ("--max-events", "2000"), "4"),
+     ("--steps", "2:7,1:6", "--max-events", "300"), 2),
+    ("mlp_train_graph_graphtrace", "mlp_infer_graph", ("--max-events", "2000"), 4),
 ], ids=["two-traces", "cut-1-step-chunks", "one-step-over-the-cap", "one-trace-twice",
         "windows", "graph-level"])
 def test_html_page_in_chunks_is_the_whole_ones(tmp_path: Path, case) -> None:
@@ -192,10 +218,10 @@ def test_html_page_in_chunks_is_the_whole_ones(tmp_path: Path, case) -> None:
     whole = tmp_path / "whole.html"
     r = _diff(ta, tb, *extra, "-o", str(whole), env=env)
     assert r.returncode == 0 and not _notes(r.stderr), r.stderr
-    capped = dict(env, CGPROF_CHUNK_STEPS=chunk)
     for cached in (False, True):
         out = tmp_path / f"chunked-{cached}.html"
-        r = _diff(ta, tb, *extra, "-o", str(out), "--memory-limit", "100MB", env=capped)
+        r = _in_process(["diff", ta, tb, *extra, "-o", str(out), "--memory-limit", "100MB"],
+                        env, chunk_steps=chunk)
         assert r.returncode == 0, r.stderr
         assert len(_notes(r.stderr)) == (1 if a == b else 2), r.stderr
         assert "read whole" not in r.stderr
@@ -240,9 +266,9 @@ def test_a_timeline_cut_is_the_whole_ones(traces_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("case", [
-    ("mlp_train_graph", (), "3"),
-    ("resnet18_train_eager", ("--max-events", "100"), "1"),
-    ("user_train", ("--steps", "2:5"), "2"),
+    ("mlp_train_graph", (), 3),
+    ("resnet18_train_eager", ("--max-events", "100"), 1),
+    ("user_train", ("--steps", "2:5"), 2),
 ], ids=["graphed", "one-step-over-the-cap", "window"])
 def test_analyze_html_in_chunks_is_the_whole_ones(tmp_path: Path, case) -> None:
     """`analyze --html` under a cap the trace exceeds reads it a chunk of steps at a time
@@ -252,19 +278,20 @@ def test_analyze_html_in_chunks_is_the_whole_ones(tmp_path: Path, case) -> None:
     trace = str(REPO / "traces" / f"{name}.sqlite")
     env = {"CGPROF_CACHE": str(tmp_path / "cache")}
 
-    def run(out: Path, *more: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    def run(out: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
         e = dict(os.environ)
         e.pop("CGPROF_NO_CACHE", None)
         e.update(env)
         return subprocess.run([sys.executable, "-m", "cgprof", "analyze", trace, *extra,
-                               "--html", str(out), "--quiet", *more], capture_output=True,
+                               "--html", str(out), "--quiet"], capture_output=True,
                               text=True, env=e, timeout=240, cwd=REPO)
 
     whole = run(tmp_path / "whole.html", env=env)
     assert whole.returncode == 0 and not _notes(whole.stderr), whole.stderr
     for cached in (False, True):
         out = tmp_path / f"chunked-{cached}.html"
-        r = run(out, "--memory-limit", "100MB", env=dict(env, CGPROF_CHUNK_STEPS=chunk))
+        r = _in_process(["analyze", trace, *extra, "--html", str(out), "--quiet",
+                         "--memory-limit", "100MB"], env, chunk_steps=chunk)
         assert r.returncode == 0 and len(_notes(r.stderr)) == 1, r.stderr
         assert out.read_bytes() == (tmp_path / "whole.html").read_bytes(), f"cached={cached}"
         assert r.stdout.replace(str(out), "PAGE") == whole.stdout.replace(

@@ -35,24 +35,25 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 _SAME_TABLES = r"""
-import json, os, sys
+import json, sys
 from pathlib import Path
 from cgprof import engine as E
+from cgprof.settings import Settings, using
 path = Path(sys.argv[1])
 forked = E.open_sqlite_early(path)
 forked.read_ahead_early()  # first: a process of one thread
 assert forked._forked is not None, "not forked"
 jobs = {t: cols for t, (cols, _) in forked._ahead.items()}
-os.environ["CGPROF_READER"] = "thread"
-plain = E.open_sqlite_early(path)
-same = {}
-for table, cols in jobs.items():
-    a, b = forked.read(table, cols), plain.read(table, cols)
-    same[table] = [a.num_rows, a.schema.equals(b.schema, check_metadata=True), a.equals(b),
-                   [c.num_chunks for c in a.columns] == [c.num_chunks for c in b.columns]]
-folder = forked._forked.folder
-forked.close()
-plain.close()
+with using(Settings.from_env().replace(reader="thread")):
+    plain = E.open_sqlite_early(path)
+    same = {}
+    for table, cols in jobs.items():
+        a, b = forked.read(table, cols), plain.read(table, cols)
+        same[table] = [a.num_rows, a.schema.equals(b.schema, check_metadata=True), a.equals(b),
+                       [c.num_chunks for c in a.columns] == [c.num_chunks for c in b.columns]]
+    folder = forked._forked.folder
+    forked.close()
+    plain.close()
 print(json.dumps({"tables": same, "folder_left": folder.exists()}))
 """
 
@@ -153,9 +154,10 @@ def test_a_damaged_file_reads_again_in_the_parent_and_says_so(tmp_path):
 
 def test_when_it_forks():
     code = r"""
-import os, sys
+import sys
 from pathlib import Path
 from cgprof import engine as E
+from cgprof.settings import Settings, using
 path = Path(sys.argv[1])
 def ok():
     src = E.open_sqlite_early(path)
@@ -164,8 +166,8 @@ def ok():
     finally:
         src.close()
 print(ok())
-os.environ["CGPROF_READER"] = "thread"; print(ok()); del os.environ["CGPROF_READER"]
-os.environ["CGPROF_ENGINE"] = "sqlite3"; print(ok()); del os.environ["CGPROF_ENGINE"]
+with using(Settings.from_env().replace(reader="thread")): print(ok())
+with using(Settings.from_env().replace(engine="sqlite3")): print(ok())
 E.FORK_READ_MAX_BYTES = 1000; print(ok())
 """
     res = subprocess.run([sys.executable, "-c", code, str(TRACES / "mlp_train_eager.sqlite")],

@@ -10,12 +10,27 @@ import sys
 
 import pytest
 
+#: ``cgprof ARGS`` (sys.argv[2:]) under the environment's settings with ``chunk_steps``
+#: sys.argv[1]: steps per chunk of an analysis over the memory cap.
+_UNDER_SETTINGS = r"""
+import sys
+from cgprof.cli import main
+from cgprof.settings import Settings, using
+with using(Settings.from_env().replace(chunk_steps=int(sys.argv[1]))):
+    main(sys.argv[2:], prog_name="cgprof")
+"""
 
-def _run_with_tty_stderr(args: list[str]) -> tuple[int, str, bytes]:
+
+def _run_with_tty_stderr(args: list[str],
+                         chunk_steps: int | None = None) -> tuple[int, str, bytes]:
+    """``cgprof ARGS`` in a process of its own whose stderr is a terminal (a pty): its exit
+    code, stdout and what the terminal got. chunk_steps: run under settings with that many
+    steps per chunk (:data:`_UNDER_SETTINGS`)."""
+    argv = ([sys.executable, "-m", "cgprof", *args] if chunk_steps is None else
+            [sys.executable, "-c", _UNDER_SETTINGS, str(chunk_steps), *args])
     master, slave = pty.openpty()
     try:
-        proc = subprocess.run([sys.executable, "-m", "cgprof", *args], stdout=subprocess.PIPE,
-                              stderr=slave, timeout=120)
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=slave, timeout=120)
         os.close(slave)
         chunks = []
         while True:
@@ -95,10 +110,11 @@ def test_diff_error_line_starts_clean(eager, tmp_path):
 
 def test_a_note_starts_on_a_line_of_its_own(trace, tmp_path, monkeypatch):
     """A note said while the bar is drawn (here: the trace is read in chunks under a tiny
-    cap) wipes the bar's line first, so that it reads as a line of its own."""
+    cap, 3 steps a chunk) wipes the bar's line first, so that it reads as a line of its own.
+    (A process of its own: the bar is drawn only on a terminal's stderr.)"""
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("CGPROF_CHUNK_STEPS", "3")
-    code, out, err = _run_with_tty_stderr(["diff", trace, trace, "--memory-limit", "100MB"])
+    code, out, err = _run_with_tty_stderr(["diff", trace, trace, "--memory-limit", "100MB"],
+                                          chunk_steps=3)
     assert code == 0, err
     text = err.decode()
     assert "read a chunk of steps at a time" in text

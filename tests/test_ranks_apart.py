@@ -5,6 +5,12 @@ The rank-by-rank result must be the whole trace's, byte for byte: on the shipped
 (real exports), on built traces whose ranks use different kernel names, from SQLite (DuckDB
 and the sqlite3 fallback), parquetdir and arrowdir folders (written here from the DDP export
 in small batches, so that the filter crosses batch edges), and on nsys's own parquetdir.
+
+A command is sent rank by rank the way a user's run is, by a memory cap every whole analysis
+is over (``--memory-limit 100MB``: cgprof.engine.WHOLE_BYTES_BASE is 200 MB), where it says
+so on stderr; where the cap cannot send it (an arrowdir, whose rows are not known up front)
+or it says nothing (``check``, a folder's files), by the settings' ``ranks_apart``
+(cgprof.settings), in a process of its own (:data:`_UNDER_SETTINGS`).
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import pytest
 from nsysdb import K, N, R, make_nsys_db
 
 from cgprof import engine as E
+from cgprof.plan import CHUNKS, RANK_BY_RANK, WHOLE, plan_input
 from cgprof.ranks import apart_heads, rank_heads, sub_trace
+from cgprof.settings import Settings, using
 from cgprof.trace import load, load_part, process_heads
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,26 +40,75 @@ FRAMES = ["kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx
           "gpus"]
 LK = "cudaLaunchKernel_v7000"
 
+#: A memory cap every whole analysis is expected to exceed (cgprof.engine.WHOLE_BYTES_BASE
+#: is 200 MB): a multi-rank trace with known rows is then read rank by rank.
+CAPPED = ("--memory-limit", "100MB")
+
+#: ``cgprof ARGS`` (sys.argv[2:]) in a process of its own under the environment's settings
+#: with ``ranks_apart`` set: sys.argv[1] "1" reads a multi-rank trace rank by rank whatever
+#: its size, "0" never.
+_UNDER_SETTINGS = r"""
+import sys
+from cgprof.cli import main
+from cgprof.settings import Settings, using
+with using(Settings.from_env().replace(ranks_apart=sys.argv[1] == "1")):
+    main(sys.argv[2:], prog_name="cgprof")
+"""
+
+
+def _run(args: list[str], apart: str | None, how: str, env: dict[str, str] | None = None,
+         cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``cgprof ARGS`` in a process of its own. apart: "1" rank by rank, "0" whole (both
+    under the default memory cap), None as ``env`` says. how: "cap", rank by rank under
+    :data:`CAPPED` (whole: no flag); "settings", under ``ranks_apart`` (``_UNDER_SETTINGS``)."""
+    e = dict(os.environ)
+    if apart is not None:
+        e.pop("CGPROF_MEMORY_LIMIT", None)
+    e.update(env or {})
+    if apart is not None and how == "settings":
+        argv = [sys.executable, "-c", _UNDER_SETTINGS, apart, *args]
+    else:
+        argv = [sys.executable, "-m", "cgprof", *args, *(CAPPED if apart == "1" else ())]
+    return subprocess.run(argv, capture_output=True, text=True, env=e, timeout=240, cwd=cwd)
+
 
 def _cli(*args: str, apart: str | None, env: dict[str, str] | None = None,
-         cwd: Path | None = None) -> subprocess.CompletedProcess:
-    e = dict(os.environ)
-    e.pop("CGPROF_RANKS_APART", None)
-    if apart is not None:
-        e["CGPROF_RANKS_APART"] = apart
-    e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "cgprof", "analyze", *args, "--quiet"],
-                          capture_output=True, text=True, env=e, timeout=240, cwd=cwd)
+         cwd: Path | None = None, how: str = "cap") -> subprocess.CompletedProcess:
+    return _run(["analyze", *args, "--quiet"], apart, how, env, cwd)
 
 
-def _same_outputs(trace: Path, *extra: str, env: dict[str, str] | None = None) -> str:
+def _is_cap_note(line: str) -> bool:
+    """A note of a run over the memory cap the user set: the trace read rank by rank
+    (engine_opts.note_apart), the run's peak above the cap (engine_opts._note_over_cap)."""
+    return line.startswith("cgprof: note: ") and (
+        ": read rank by rank (" in line or " at its peak, above --memory-limit " in line)
+
+
+def _stderr(res: subprocess.CompletedProcess, apart: str | None, how: str = "cap",
+            said: bool = True) -> str:
+    """``res.stderr`` less the cap's notes (:func:`_is_cap_note`). A run sent rank by rank
+    by the cap (apart "1", how "cap") must say it read a trace rank by rank, unless ``said``
+    is False (it stopped before reading: a usage error); any other run, no such note."""
+    lines = res.stderr.splitlines(keepends=True)
+    notes = [ln for ln in lines if _is_cap_note(ln)]
+    if apart == "1" and how == "cap" and said:
+        assert any(": read rank by rank (" in ln for ln in notes), res.stderr
+    elif apart != "1" or how != "cap":
+        assert not notes, res.stderr
+    return "".join(ln for ln in lines if not _is_cap_note(ln))
+
+
+def _same_outputs(trace: Path, *extra: str, env: dict[str, str] | None = None,
+                  how: str = "cap") -> str:
     """The JSON document and the text report, whole (apart=0) and rank by rank (apart=1):
-    the same bytes, the same stderr and exit code. Returns the JSON."""
+    the same bytes, the same stderr (less the cap's notes: :func:`_stderr`) and exit code.
+    Returns the JSON."""
     out = {}
     for mode in ("0", "1", "1 cached"):
-        j = _cli(str(trace), "--json", "-", *extra, apart=mode[0], env=env)
-        t = _cli(str(trace), *extra, apart=mode[0], env=env)
-        out[mode] = (j.returncode, j.stdout, j.stderr, t.returncode, t.stdout, t.stderr)
+        j = _cli(str(trace), "--json", "-", *extra, apart=mode[0], env=env, how=how)
+        t = _cli(str(trace), *extra, apart=mode[0], env=env, how=how)
+        out[mode] = (j.returncode, j.stdout, _stderr(j, mode[0], how, j.returncode == 0),
+                     t.returncode, t.stdout, _stderr(t, mode[0], how, t.returncode == 0))
     assert out["0"][0] == 0, out["0"][2]
     for i, what in enumerate(["rc", "json", "json stderr", "text rc", "text", "text stderr"]):
         for mode in ("1", "1 cached"):
@@ -232,7 +289,8 @@ def test_columnar_folders_analyse_the_same_rank_by_rank(kind, tmp_path):
     whole = load(folder)
     for h in rank_heads(whole):
         _frames_equal(sub_trace(whole, h.pid), load_part(folder, [h.pid]))
-    _same_outputs(folder)
+    # an arrowdir's rows are not known up front: no cap sends it rank by rank, the settings do
+    _same_outputs(folder, how="cap" if kind == "parquetdir" else "settings")
 
 
 def test_the_html_of_one_rank_is_the_same(tmp_path):
@@ -241,6 +299,7 @@ def test_the_html_of_one_rank_is_the_same(tmp_path):
         out = tmp_path / f"r{mode}.html"
         res = _cli(str(DDP[1]), "--html", str(out), "--rank", "1", apart=mode)
         assert res.returncode == 0, res.stderr
+        _stderr(res, mode)
         pages.append(out.read_bytes())
     assert pages[0] == pages[1]
 
@@ -250,27 +309,34 @@ def test_the_html_of_one_rank_is_the_same(tmp_path):
 
 
 def test_read_apart_only_above_the_memory_cap(monkeypatch, three):
-    monkeypatch.delenv("CGPROF_RANKS_APART", raising=False)
     rows = E.activity_rows(three)
     assert rows == 2 * (7 + 8 + 9) * 2 + 1  # kernels + API calls: 2 each per step
     monkeypatch.setenv("CGPROF_MEMORY_LIMIT", "4GB")
     assert not E.apart_wanted(three) and apart_heads(three) is None
+    assert plan_input(three).shape == WHOLE
     need = E.whole_analysis_bytes(rows)
     monkeypatch.setenv("CGPROF_MEMORY_LIMIT", f"{need - 1}B")
     assert E.apart_wanted(three)
     assert [h.pid for h in apart_heads(three)] == [300, 200, 100]
-    monkeypatch.setenv("CGPROF_RANKS_APART", "0")
-    assert not E.apart_wanted(three)
-    monkeypatch.setenv("CGPROF_RANKS_APART", "1")
+    plan = plan_input(three)
+    assert plan.shape == RANK_BY_RANK and plan.over_cap and plan.rank_ids == [0, 1, 2]
+    with using(Settings.from_env().replace(ranks_apart=False)):
+        assert not E.apart_wanted(three)
+        assert plan_input(three).shape == WHOLE
     monkeypatch.setenv("CGPROF_MEMORY_LIMIT", "4GB")
-    assert E.apart_wanted(three)
+    with using(Settings.from_env().replace(ranks_apart=True)):
+        assert E.apart_wanted(three)
+        assert plan_input(three).shape == RANK_BY_RANK
 
 
-def test_a_one_process_trace_over_the_cap_is_analysed_whole(monkeypatch):
+def test_a_one_process_trace_over_the_cap_is_analysed_whole():
     trace = REPO / "traces" / "mlp_train_eager.sqlite"
-    monkeypatch.setenv("CGPROF_RANKS_APART", "1")
-    assert E.apart_wanted(trace)
-    assert apart_heads(trace) is None  # one rank: nothing to read apart
+    with using(Settings.from_env().replace(ranks_apart=True)):
+        assert E.apart_wanted(trace)
+        assert apart_heads(trace) is None  # one rank: nothing to read apart
+        assert plan_input(trace).heads == ()
+        assert plan_input(trace, chunks=False).shape == WHOLE
+        assert plan_input(trace).shape == CHUNKS  # (a chunked analysis of its one process)
 
 
 def test_rows_are_not_known_for_a_report_or_a_folder_of_traces(tmp_path):
@@ -311,26 +377,27 @@ def test_a_second_run_reads_the_ranks_from_the_cache_only(three, tmp_path, monke
 
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("CGPROF_NO_CACHE", raising=False)
-    monkeypatch.setenv("CGPROF_RANKS_APART", "1")
 
     def doc(result) -> str:
         return "".join(render_chunks([result]))
 
-    whole = doc(analyze_ranks(load(three, cache=False), keep=False, gap_limit=1000))
-    heads = apart_heads(three)
-    assert doc(analyze_ranks_apart(three, heads, keep=False, gap_limit=1000)) == whole
-    assert len(C.entries()) == 5
+    with using(Settings.from_env().replace(ranks_apart=True)):
+        whole = doc(analyze_ranks(load(three, cache=False), keep=False, gap_limit=1000))
+        heads = apart_heads(three)
+        assert doc(analyze_ranks_apart(three, heads, keep=False, gap_limit=1000)) == whole
+        assert len(C.entries()) == 5
 
-    def refuse(path):
-        raise AssertionError(f"SQLite opened: {path}")
+        def refuse(path):
+            raise AssertionError(f"SQLite opened: {path}")
 
-    monkeypatch.setattr(T, "open_source", refuse)
-    assert apart_heads(three) == heads  # the noted ranks
-    assert doc(analyze_ranks_apart(three, heads, keep=False, gap_limit=1000)) == whole
-    assert doc(analyze_ranks_apart(three, heads, keep=1, gap_limit=1000)) == whole
+        monkeypatch.setattr(T, "open_source", refuse)
+        assert apart_heads(three) == heads  # the noted ranks
+        assert doc(analyze_ranks_apart(three, heads, keep=False, gap_limit=1000)) == whole
+        assert doc(analyze_ranks_apart(three, heads, keep=1, gap_limit=1000)) == whole
     monkeypatch.setenv("CGPROF_NO_CACHE", "1")
-    with pytest.raises(AssertionError, match="SQLite opened"):
-        analyze_ranks_apart(three, heads, keep=False, gap_limit=1000)
+    with using(Settings.from_env().replace(ranks_apart=True)):
+        with pytest.raises(AssertionError, match="SQLite opened"):
+            analyze_ranks_apart(three, heads, keep=False, gap_limit=1000)
 
 
 def test_the_input_is_not_written(three):
@@ -338,7 +405,9 @@ def test_the_input_is_not_written(three):
 
     before = hashlib.md5(three.read_bytes()).hexdigest()
     mtime = three.stat().st_mtime_ns
-    _cli(str(three), apart="1")
+    res = _cli(str(three), apart="1")
+    assert res.returncode == 0, res.stderr
+    _stderr(res, "1")
     assert hashlib.md5(three.read_bytes()).hexdigest() == before
     assert three.stat().st_mtime_ns == mtime
 
@@ -388,10 +457,13 @@ def test_the_other_processes_part_reads_only_their_tables(three, tmp_path):
 
 
 def _cmd(args: list[str], apart: str, tmp: Path) -> tuple[int, str, str]:
-    e = {**os.environ, "CGPROF_RANKS_APART": apart}
-    res = subprocess.run([sys.executable, "-m", "cgprof", *args], capture_output=True,
-                         text=True, env=e, timeout=240, cwd=tmp)
-    return res.returncode, res.stdout, res.stderr
+    """(exit code, stdout, stderr less the cap's notes) of ``cgprof ARGS``: `diff` under the
+    cap (it says it read a trace rank by rank); `check`, which does not say so, and a
+    folder's files, which a cap would also send to one worker (parallel.memory_jobs), under
+    the settings' ranks_apart."""
+    how = "cap" if args[0] == "diff" else "settings"
+    res = _run(args, apart, how, cwd=tmp)
+    return res.returncode, res.stdout, _stderr(res, apart, how)
 
 
 @pytest.mark.parametrize("args", [
@@ -483,7 +555,6 @@ def test_a_rank_by_rank_run_scans_the_file_once(three, tmp_path, monkeypatch):
 
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("CGPROF_NO_CACHE", raising=False)
-    monkeypatch.setenv("CGPROF_RANKS_APART", "1")
     scans: list[tuple[str, str]] = []
     real = E.SqliteSource._scan
 
@@ -492,15 +563,16 @@ def test_a_rank_by_rank_run_scans_the_file_once(three, tmp_path, monkeypatch):
         return real(con, table, columns, rows, where)
 
     monkeypatch.setattr(E.SqliteSource, "_scan", staticmethod(spy))
-    heads = apart_heads(three)
-    scans.clear()
-    doc = "".join(render_chunks([analyze_ranks_apart(three, heads, keep=False,
+    with using(Settings.from_env().replace(ranks_apart=True)):
+        heads = apart_heads(three)
+        scans.clear()
+        doc = "".join(render_chunks([analyze_ranks_apart(three, heads, keep=False,
+                                                         gap_limit=1000)]))
+        big = [t for t, w in scans if t in (S.KERNEL, S.RUNTIME, S.NVTX) and "FALSE" not in w]
+        assert big == [S.RUNTIME, S.NVTX]  # the other processes' read; the ranks: the spill
+        assert not list((tmp_path / "cache").glob(".tmp-*"))  # removed
+        whole = "".join(render_chunks([analyze_ranks(load(three, cache=False), keep=False,
                                                      gap_limit=1000)]))
-    big = [t for t, w in scans if t in (S.KERNEL, S.RUNTIME, S.NVTX) and "FALSE" not in w]
-    assert big == [S.RUNTIME, S.NVTX]  # the other processes' read; the ranks read the spill
-    assert not list((tmp_path / "cache").glob(".tmp-*"))  # removed
-    whole = "".join(render_chunks([analyze_ranks(load(three, cache=False), keep=False,
-                                                 gap_limit=1000)]))
     assert doc == whole
 
 
@@ -537,8 +609,8 @@ def test_a_damaged_copy_is_judged_the_same_rank_by_rank(index, tmp_path, monkeyp
     monkeypatch.setenv("CGPROF_NO_CACHE", "1")
     out = {}
     for mode in ("0", "1"):
-        monkeypatch.setenv("CGPROF_RANKS_APART", mode)
-        code, stdout, stderr = F.run_cli(copy, False)
+        with using(Settings.from_env().replace(ranks_apart=mode == "1")):
+            code, stdout, stderr = F.run_cli(copy, False)  # (in this process: CliRunner)
         result, problem = F.judge(copy, code, stdout, stderr)
         assert problem is None, f"{detail} (apart={mode}): {problem}"
         out[mode] = (code, stdout if code == 0 else None)
@@ -569,11 +641,12 @@ def test_a_null_process_or_device_reads_as_the_loader_reads_it(table, column, tm
     apart = _cli(str(copy), "--json", "-", "--no-cache", apart="1")
     assert whole.returncode == apart.returncode
     assert whole.stdout == apart.stdout
+    errors = {"0": _stderr(whole, "0"), "1": _stderr(apart, "1")}
     if column == "globalPid":
         assert whole.returncode == 1
-        for res in (whole, apart):
-            assert res.stderr.startswith(f"Error: {copy}: ") and res.stderr.count("\n") == 1
-            assert "belong to process 0, which made no CUDA API call" in res.stderr
+        for err in errors.values():
+            assert err.startswith(f"Error: {copy}: ") and err.count("\n") == 1
+            assert "belong to process 0, which made no CUDA API call" in err
 
 
 def test_diff_says_it_read_a_trace_rank_by_rank(three, tmp_path):
@@ -584,7 +657,6 @@ def test_diff_says_it_read_a_trace_rank_by_rank(three, tmp_path):
     need = E.whole_analysis_bytes(E.activity_rows(three))
     env = {**os.environ, "CGPROF_CACHE": str(tmp_path / "c"),
            "CGPROF_MEMORY_LIMIT": f"{need - 1}B"}
-    env.pop("CGPROF_RANKS_APART", None)
     res = subprocess.run([sys.executable, "-m", "cgprof", "diff", str(three), str(other),
                           "--json", "-"], capture_output=True, text=True, env=env,
                          timeout=240)
