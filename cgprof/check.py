@@ -306,7 +306,8 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
              only: int | None = None,
              planned: Callable[[Path, int], None] | None = None,
              progress: Callable[[str], None] | None = None,
-             plan: Plan | None = None) -> RunFigures:
+             plan: Plan | None = None,
+             apart: Callable[[Path, int], None] | None = None) -> RunFigures:
     """Figures of a trace or JSON document, one set per rank.
 
     A trace whose GPU work comes from several processes (a ``torchrun`` job in one nsys
@@ -319,7 +320,8 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
     Within the memory cap as ``cgprof analyze``: a trace of several ranks whose whole
     analysis would exceed it is read one rank at a time, a one-process trace a chunk of
     steps at a time (cgprof.metrics.chunked.analyze_capped: the same figures);
-    ``planned(path, chunks)`` is told how many chunks. ``progress``: told each stage of
+    ``planned(path, chunks)`` is told how many chunks, ``apart(path, ranks)`` how many
+    ranks are read one at a time. ``progress``: told each stage of
     the load and the analysis (a rank's prefixed ``rank ID (i/n):``). ``plan``: the trace's
     (:func:`cgprof.plan.plan_input`), when the caller made it already."""
     path = Path(path)
@@ -339,6 +341,8 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
 
     plan = plan_input(path) if plan is None else plan
     if plan.shape == RANK_BY_RANK:  # one rank's rows at a time
+        if apart is not None:
+            apart(path, len(plan.heads))
         done = apart_results(path, list(plan.heads), step=step, skip=skip, only=only,
                              progress=progress)
         return RunFigures({r.rank_id: figures(r.result) for r in done}, True, plan.rank_ids)

@@ -117,6 +117,14 @@ def activity_rows(path: Path) -> int | None:
     return None if any(c is None for c in counts) else sum(counts)  # type: ignore[arg-type]
 
 
+def over_memory_cap(path: Path) -> bool:
+    """Whether the whole analysis of the trace at ``path`` is expected to hold more than the
+    memory cap (:func:`whole_analysis_bytes` of :func:`activity_rows`; False where the rows
+    are not known up front). Cheap: no pandas, no scan."""
+    rows = activity_rows(path)
+    return rows is not None and whole_analysis_bytes(rows) > current().memory_limit_bytes
+
+
 def apart_wanted(path: Path) -> bool:
     """Whether a multi-rank trace at ``path`` is to be read rank by rank: its whole analysis
     is expected to hold more than the memory cap (:func:`whole_analysis_bytes` of

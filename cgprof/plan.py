@@ -26,7 +26,8 @@ shape              when, and how the input is read
 "Expected to exceed the memory cap": the whole analysis of a trace of ``n`` kernels and CUDA
 API calls holds about :func:`cgprof.engine.whole_analysis_bytes` (``n``), read off the file
 without a scan (:func:`cgprof.engine.activity_rows`); the settings' ``ranks_apart`` can force
-rank by rank (True) or forbid it (False) whatever the size.
+rank by rank (True: a trace of one rank is then still read whole within the cap) or forbid
+it (False: a trace over the cap is then read whole) whatever the size.
 
 What a caller cannot take is an argument, the same for every command: ``chunks=False`` where
 the output needs what a chunked analysis does not keep (``analyze --all-gaps`` lists every GPU
@@ -84,17 +85,18 @@ def plan_input(path: str | Path, chunks: bool = True) -> Plan:
 
     chunks: whether the caller can take a chunked analysis of a one-process trace over the
     memory cap (False: it is read whole, ``over_cap`` still set)."""
-    from cgprof.engine import apart_wanted
+    from cgprof.engine import apart_wanted, over_memory_cap
 
     path = Path(path)
     if is_folder_of_traces(path):
         return Plan(path, FOLDER)
-    if not apart_wanted(path):
+    if not apart_wanted(path):  # (neither over the cap nor forced rank by rank)
         return Plan(path, WHOLE)
     heads = file_rank_heads(path)
+    over = over_memory_cap(path)
     if heads:
-        return Plan(path, RANK_BY_RANK, True, tuple(heads))
-    return Plan(path, CHUNKS if chunks else WHOLE, True)
+        return Plan(path, RANK_BY_RANK, over, tuple(heads))
+    return Plan(path, CHUNKS if chunks and over else WHOLE, over)
 
 
 # ---------------------------------------------------------------------------------------

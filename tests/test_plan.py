@@ -54,7 +54,8 @@ def test_a_caller_that_cannot_take_chunks_reads_whole_over_the_cap():
 def test_ranks_apart_forces_or_forbids_rank_by_rank():
     assert _plan(DDP, ranks_apart=True).shape == RANK_BY_RANK
     assert _plan(DDP, ranks_apart=False, memory_limit=SMALL_CAP).shape == WHOLE
-    assert _plan(ONE, ranks_apart=True).shape == CHUNKS  # one rank: nothing to read apart
+    assert _plan(ONE, ranks_apart=True).shape == WHOLE  # one rank: nothing to read apart
+    assert _plan(ONE, ranks_apart=False, memory_limit=SMALL_CAP).shape == WHOLE
 
 
 def test_a_folder_of_traces_and_an_exported_folder(tmp_path):
@@ -121,3 +122,15 @@ def test_threads_the_library_starts_run_under_the_callers_settings():
     with using(Settings(memory_limit="123MB")):
         seen = InThread(lambda: current().memory_limit, name="t").result()
     assert seen == "123MB"
+
+
+@pytest.mark.parametrize("args", [["analyze", str(DDP)], ["diff", str(DDP), str(DDP)],
+                                  ["check", str(DDP), "--min", "steps=1"]],
+                         ids=["analyze", "diff", "check"])
+def test_every_command_says_it_reads_a_trace_rank_by_rank(args, tmp_path, monkeypatch):
+    monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "cache"))
+    res = CliRunner().invoke(main, [*args, "--memory-limit", SMALL_CAP, "--quiet"])
+    assert res.exit_code == 0, res.output
+    notes = [line for line in res.stderr.splitlines() if "read rank by rank" in line]
+    assert notes and all(n.startswith(f"cgprof: note: {DDP}: read rank by rank (2 ranks, "
+                                      f"one at a time)") for n in notes)

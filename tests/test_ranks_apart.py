@@ -329,14 +329,16 @@ def test_read_apart_only_above_the_memory_cap(monkeypatch, three):
         assert plan_input(three).shape == RANK_BY_RANK
 
 
-def test_a_one_process_trace_over_the_cap_is_analysed_whole():
+def test_a_one_process_trace_is_not_read_rank_by_rank():
     trace = REPO / "traces" / "mlp_train_eager.sqlite"
     with using(Settings.from_env().replace(ranks_apart=True)):
         assert E.apart_wanted(trace)
         assert apart_heads(trace) is None  # one rank: nothing to read apart
         assert plan_input(trace).heads == ()
+        assert plan_input(trace).shape == WHOLE  # within the cap: read whole
+    with using(Settings.from_env().replace(ranks_apart=True, memory_limit="100MB")):
         assert plan_input(trace, chunks=False).shape == WHOLE
-        assert plan_input(trace).shape == CHUNKS  # (a chunked analysis of its one process)
+        assert plan_input(trace).shape == CHUNKS  # over it: a chunk of steps at a time
 
 
 def test_rows_are_not_known_for_a_report_or_a_folder_of_traces(tmp_path):

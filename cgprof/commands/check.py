@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from cgprof.cache import writing_in_background
-from cgprof.commands.engine_opts import engine_options, note_chunked
+from cgprof.commands.engine_opts import engine_options, note_apart, note_chunked
 from cgprof.commands.progress import clear, labelled, progress_bar
 from cgprof.errors import CgprofError
 
@@ -136,12 +136,13 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
         bar = progress_bar(quiet, traces=2 if baseline is not None else 1)
         try:
             run = C.load_run(trace, step=step, skip=skip, only=rank, planned=note_chunked,
-                             progress=labelled(bar, trace.name), plan=plan).select(rank, trace)
+                             progress=labelled(bar, trace.name), plan=plan,
+                             apart=note_apart).select(rank, trace)
             base_run = None
             if baseline is not None:
                 base_run = C.load_run(baseline, step=step, skip=skip,
                                       only=rank if run.multi else None, planned=note_chunked,
-                                      progress=labelled(bar, baseline.name))
+                                      progress=labelled(bar, baseline.name), apart=note_apart)
         finally:
             clear(bar)
         if save_baseline is not None:
