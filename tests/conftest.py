@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,55 @@ from nsysdb import make_nsys_db
 REPO = Path(__file__).resolve().parents[1]
 # The project's shared folder sits beside the repository (CI keeps a read-only copy there).
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "nsys-samples"
+
+def load_script(name: str) -> Any:
+    """The script ``scripts/NAME.py`` imported as the module ``NAME`` (once: the same module
+    on later calls), with ``scripts/`` on ``sys.path`` for the modules it imports."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    folder = str(REPO / "scripts")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+
+def cgprof_in_process(args: list[str], env: dict[str, str | None] | None = None,
+                      cwd: Path = REPO, **fields: Any) -> subprocess.CompletedProcess:
+    """``cgprof ARGS`` run in this process (click's CliRunner) as ``python -m cgprof ARGS``
+    runs with ``env`` (a None value unsets the variable) in ``cwd``, under the environment's
+    settings with ``fields`` (:class:`cgprof.settings.Settings` fields, e.g.
+    ``chunk_steps=3``): its exit code, stdout and stderr (with the traceback of an exception
+    the command did not handle)."""
+    import traceback
+
+    from click.testing import CliRunner
+
+    from cgprof.cli import main
+    from cgprof.settings import Settings, using
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in (env or {}).items():
+            if value is None:
+                mp.delenv(name, raising=False)
+            else:
+                mp.setenv(name, value)
+        mp.chdir(cwd)
+        with using(Settings.from_env().replace(**fields)):
+            res = CliRunner().invoke(main, args)
+    stderr = res.stderr
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(res.exception))
+    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, stderr)
+
 
 
 def wait_table(steps: Any) -> tuple[Any, int, int]:

@@ -3,20 +3,13 @@ the benchmark itself is run by hand, on the GPU machine for the side-by-side).""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
-from conftest import REPO
+from conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_analyze",
-                                                  REPO / "scripts" / "bench_analyze.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_analyze")
 
 
 def _runs(*times: float) -> dict:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, load_script
 
 SCRIPT = REPO / "scripts" / "bench_diff.py"
 
@@ -31,14 +31,7 @@ def test_bench_diff_runs_the_four_ways():
 
 
 def _bench():
-    import importlib.util
-
-    sys.path.insert(0, str(REPO / "scripts"))
-    spec = importlib.util.spec_from_file_location("bench_diff", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_diff")
 
 
 def test_the_verdict_fails_on_a_difference():

@@ -18,12 +18,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import cgprof_in_process
 
 import cgprof
 from cgprof.metrics import analyze
 from cgprof.metrics.chunked import GAP_LIMIT, analyze_path, chunk_rows
 from cgprof.report import json_report, text
-from cgprof.settings import Settings, using
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "nsys-samples"
@@ -133,29 +133,6 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=e, timeout=240, cwd=REPO)
 
 
-def _in_process(args: list[str], env: dict[str, str],
-                chunk_steps: int) -> subprocess.CompletedProcess:
-    """``cgprof ARGS`` run here (click's CliRunner) as ``python -m cgprof ARGS`` runs with
-    ``env`` in the repository, under settings with ``chunk_steps`` steps per chunk of an
-    analysis over the memory cap: its exit code, stdout and stderr."""
-    import traceback
-
-    from click.testing import CliRunner
-
-    from cgprof.cli import main
-
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in env.items():
-            mp.setenv(name, value)
-        mp.chdir(REPO)
-        with using(Settings.from_env().replace(chunk_steps=chunk_steps)):
-            res = CliRunner().invoke(main, args)
-    stderr = res.stderr
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        stderr += "".join(traceback.format_exception(res.exception))
-    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, stderr)
-
-
 def test_command_reads_in_chunks_under_the_cap(tmp_path: Path) -> None:
     trace = str(REPO / "traces" / "mlp_train_graph.sqlite")
     env = {"CGPROF_CACHE": str(tmp_path / "cache")}
@@ -163,10 +140,10 @@ def test_command_reads_in_chunks_under_the_cap(tmp_path: Path) -> None:
     whole_text = _cli(trace, env=env)
     assert whole_json.returncode == 0, whole_json.stderr
     for cached in (False, True):  # (3 steps a chunk)
-        j = _in_process(["analyze", trace, "--json", "-", "--memory-limit", "100MB", "--quiet"],
-                        env, chunk_steps=3)
-        t = _in_process(["analyze", trace, "--memory-limit", "100MB", "--quiet"], env,
-                        chunk_steps=3)
+        j = cgprof_in_process(["analyze", trace, "--json", "-", "--memory-limit", "100MB",
+                               "--quiet"], env, chunk_steps=3)
+        t = cgprof_in_process(["analyze", trace, "--memory-limit", "100MB", "--quiet"], env,
+                              chunk_steps=3)
         assert j.returncode == 0 and t.returncode == 0, j.stderr + t.stderr
         assert j.stdout == whole_json.stdout, f"cached={cached}"
         assert t.stdout == whole_text.stdout, f"cached={cached}"
@@ -180,8 +157,8 @@ def test_command_with_all_gaps_reads_whole(tmp_path: Path) -> None:
     trace = str(REPO / "traces" / "mlp_train_eager.sqlite")
     env = {"CGPROF_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "o.json"
-    r = _in_process(["analyze", trace, "--json", str(out), "--all-gaps", "--memory-limit",
-                     "100MB", "--quiet"], env, chunk_steps=3)
+    r = cgprof_in_process(["analyze", trace, "--json", str(out), "--all-gaps", "--memory-limit",
+                           "100MB", "--quiet"], env, chunk_steps=3)
     assert r.returncode == 0, r.stderr
     assert "at a time (" not in r.stderr
     doc = json.loads(out.read_text())
@@ -210,7 +187,7 @@ def test_check_reads_in_chunks_under_the_cap(tmp_path: Path, name: str) -> None:
         base = tmp_path / f"{how}.base.json"
         args = [trace, *rules, *extra, "--json", "-", "--save-baseline", str(base)]
         r = (_check(*args, env=env) if how == "whole" else  # (3 steps a chunk)
-             _in_process(["check", *args], env, chunk_steps=3))
+             cgprof_in_process(["check", *args], env, chunk_steps=3))
         assert r.returncode == 1, r.stderr  # the step_p50_ns rule fails: a real verdict
         notes = [ln for ln in r.stderr.splitlines() if "chunk of steps at a time (" in ln]
         assert len(notes) == (how == "chunked"), r.stderr

@@ -18,13 +18,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import cgprof_in_process
 
 from cgprof import cache as C
 from cgprof import engine as E
 from cgprof import schema as S
 from cgprof import trace as T
 from cgprof.metrics.summaries import kernel_summary
-from cgprof.settings import Settings, using
 
 REPO = Path(__file__).resolve().parents[1]
 #: eager (NULL graph node ids), graphed (ids in some row groups, not others), a graph-level
@@ -177,26 +177,10 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def _capped(*args: str, env: dict[str, str], chunk_steps: int) -> subprocess.CompletedProcess:
-    """``cgprof analyze ARGS --memory-limit 100MB --quiet`` run here (click's CliRunner) as
-    :func:`_cli` runs it with ``env``, under settings with ``chunk_steps`` steps per chunk:
-    its exit code, stdout and stderr."""
-    import traceback
-
-    from click.testing import CliRunner
-
-    from cgprof.cli import main
-
-    argv = ["analyze", *args, "--memory-limit", "100MB", "--quiet"]
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in env.items():
-            mp.setenv(name, value)
-        mp.chdir(REPO)
-        with using(Settings.from_env().replace(chunk_steps=chunk_steps)):
-            res = CliRunner().invoke(main, argv)
-    stderr = res.stderr
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        stderr += "".join(traceback.format_exception(res.exception))
-    return subprocess.CompletedProcess(argv, res.exit_code, res.stdout, stderr)
+    """``cgprof analyze ARGS --memory-limit 100MB --quiet`` run here as :func:`_cli` runs it
+    with ``env``, under settings with ``chunk_steps`` steps per chunk."""
+    return cgprof_in_process(["analyze", *args, "--memory-limit", "100MB", "--quiet"], env,
+                             chunk_steps=chunk_steps)
 
 
 def _entry(cache: Path) -> tuple[dict, Path]:

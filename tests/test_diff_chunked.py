@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pandas.testing as pdt
 import pytest
+from conftest import cgprof_in_process
 
 import cgprof
 from cgprof.diff import RunView, view, window_asker, window_totals
 from cgprof.errors import CgprofError
 from cgprof.metrics import analyze, chunked
-from cgprof.settings import Settings, using
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -140,30 +140,6 @@ def _diff(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=e, timeout=240, cwd=REPO)
 
 
-def _in_process(args: list[str], env: dict[str, str], chunk_steps: int,
-                cwd: Path = REPO) -> subprocess.CompletedProcess:
-    """``cgprof ARGS`` run here (click's CliRunner) as ``python -m cgprof ARGS`` runs with
-    ``env`` (less CGPROF_NO_CACHE) in ``cwd``, under settings with ``chunk_steps`` steps per
-    chunk of an analysis over the memory cap: its exit code, stdout and stderr."""
-    import traceback
-
-    from click.testing import CliRunner
-
-    from cgprof.cli import main
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("CGPROF_NO_CACHE", raising=False)
-        for name, value in env.items():
-            mp.setenv(name, value)
-        mp.chdir(cwd)
-        with using(Settings.from_env().replace(chunk_steps=chunk_steps)):
-            res = CliRunner().invoke(main, args)
-    stderr = res.stderr
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        stderr += "".join(traceback.format_exception(res.exception))
-    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, stderr)
-
-
 def _notes(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if "chunk of steps at a time (" in ln]
 
@@ -184,10 +160,11 @@ def test_command_diffs_in_chunks_under_the_cap(tmp_path: Path, pair) -> None:
     assert whole_json.returncode == 0 and whole_text.returncode == 0, whole_json.stderr
     assert not _notes(whole_json.stderr)
     for cached in (False, True):  # (3 steps a chunk)
-        j = _in_process(["diff", ta, tb, *extra, "--json", "-", "--memory-limit", "100MB"],
-                        env, chunk_steps=3)
-        t = _in_process(["diff", ta, tb, *extra, "--memory-limit", "100MB"], env,
-                        chunk_steps=3)
+        cached_env = {**env, "CGPROF_NO_CACHE": None}
+        j = cgprof_in_process(["diff", ta, tb, *extra, "--json", "-", "--memory-limit", "100MB"],
+                              cached_env, chunk_steps=3)
+        t = cgprof_in_process(["diff", ta, tb, *extra, "--memory-limit", "100MB"], cached_env,
+                              chunk_steps=3)
         assert j.returncode == 0 and t.returncode == 0, j.stderr + t.stderr
         assert j.stdout == whole_json.stdout, f"cached={cached}"
         assert t.stdout == whole_text.stdout, f"cached={cached}"
@@ -220,8 +197,8 @@ def test_html_page_in_chunks_is_the_whole_ones(tmp_path: Path, case) -> None:
     assert r.returncode == 0 and not _notes(r.stderr), r.stderr
     for cached in (False, True):
         out = tmp_path / f"chunked-{cached}.html"
-        r = _in_process(["diff", ta, tb, *extra, "-o", str(out), "--memory-limit", "100MB"],
-                        env, chunk_steps=chunk)
+        r = cgprof_in_process(["diff", ta, tb, *extra, "-o", str(out), "--memory-limit", "100MB"],
+                              {**env, "CGPROF_NO_CACHE": None}, chunk_steps=chunk)
         assert r.returncode == 0, r.stderr
         assert len(_notes(r.stderr)) == (1 if a == b else 2), r.stderr
         assert "read whole" not in r.stderr
@@ -290,8 +267,9 @@ def test_analyze_html_in_chunks_is_the_whole_ones(tmp_path: Path, case) -> None:
     assert whole.returncode == 0 and not _notes(whole.stderr), whole.stderr
     for cached in (False, True):
         out = tmp_path / f"chunked-{cached}.html"
-        r = _in_process(["analyze", trace, *extra, "--html", str(out), "--quiet",
-                         "--memory-limit", "100MB"], env, chunk_steps=chunk)
+        r = cgprof_in_process(["analyze", trace, *extra, "--html", str(out), "--quiet",
+                               "--memory-limit", "100MB"], {**env, "CGPROF_NO_CACHE": None},
+                              chunk_steps=chunk)
         assert r.returncode == 0 and len(_notes(r.stderr)) == 1, r.stderr
         assert out.read_bytes() == (tmp_path / "whole.html").read_bytes(), f"cached={cached}"
         assert r.stdout.replace(str(out), "PAGE") == whole.stdout.replace(

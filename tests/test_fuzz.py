@@ -9,12 +9,11 @@ copies run through click's runner in-process (fast); every sixth through a real
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = 9
@@ -22,13 +21,7 @@ COPIES = 36
 
 
 def _load_fuzzer():
-    spec = importlib.util.spec_from_file_location("fuzz_traces", REPO / "scripts" /
-                                                  "fuzz_traces.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fuzz_traces"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("fuzz_traces")
 
 
 F = _load_fuzzer()

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from conftest import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _checker():
-    spec = importlib.util.spec_from_file_location("check_layers",
-                                                  REPO / "scripts" / "check_layers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["check_layers"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("check_layers")
 
 
 #: Modules still over the size limit, each to be split by subject: none may join them.

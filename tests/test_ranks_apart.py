@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import load_script
 from nsysdb import K, N, R, make_nsys_db
 
 from cgprof import engine as E
@@ -583,15 +584,7 @@ def test_a_rank_by_rank_run_scans_the_file_once(three, tmp_path, monkeypatch):
 
 
 def _fuzzer():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fuzz_traces",
-                                                  REPO / "scripts" / "fuzz_traces.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fuzz_traces"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("fuzz_traces")
 
 
 FUZZ_COPIES = 30

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import load_script
 
 torch = pytest.importorskip("torch")
 
@@ -774,12 +775,7 @@ def test_bench_runners_vs_hand_reports_a_failed_workload_once():
 
 
 def test_vs_hand_line_takes_the_median_of_per_round_ratios():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_runners", BENCH[1])
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench_runners")
     line = bench.vs_hand_line("mlp-infer-b1", [0.200, 0.250, 0.100], [0.196, 0.250, 0.090])
     assert line == {
         "workload": "mlp-infer-b1",
