@@ -1,6 +1,6 @@
 .PHONY: test lint bench
 test:
-	python3 -m pytest -q
+	python3 -m pytest -q -n auto
 lint:
 	ruff check cgprof tests scripts && mypy cgprof
 bench:
