@@ -125,20 +125,18 @@ def over_memory_cap(path: Path) -> bool:
     return rows is not None and whole_analysis_bytes(rows) > current().memory_limit_bytes
 
 
-def apart_wanted(path: Path) -> bool:
+def apart_wanted(path: Path, over: bool | None = None) -> bool:
     """Whether a multi-rank trace at ``path`` is to be read rank by rank: its whole analysis
-    is expected to hold more than the memory cap (:func:`whole_analysis_bytes` of
-    :func:`activity_rows`), or the settings' ``ranks_apart`` is True; never when it is False
-    or where the rows are not known up front. Cheap (no pandas, no scan): asked before every
-    analysis."""
-    settings = current()
-    force = settings.ranks_apart
+    is expected to hold more than the memory cap (:func:`over_memory_cap`, or ``over`` where
+    the caller asked it already), or the settings' ``ranks_apart`` is True (for any trace
+    whose rows are known up front, and any exported folder); never when it is False. Cheap
+    (no pandas, no scan): asked before every analysis."""
+    force = current().ranks_apart
     if force is False:
         return False
-    rows = activity_rows(path)
-    if rows is None:  # (forced: an arrowdir, whose rows are not known up front)
-        return bool(force) and path.is_dir() and dir_kind(path) is not None
-    return bool(force) or whole_analysis_bytes(rows) > settings.memory_limit_bytes
+    if force:  # (an arrowdir's rows are not known up front)
+        return activity_rows(path) is not None or dir_kind(path) is not None
+    return over_memory_cap(path) if over is None else over
 
 
 def dir_kind(path: Path) -> str | None:

@@ -90,10 +90,10 @@ def plan_input(path: str | Path, chunks: bool = True) -> Plan:
     path = Path(path)
     if is_folder_of_traces(path):
         return Plan(path, FOLDER)
-    if not apart_wanted(path):  # (neither over the cap nor forced rank by rank)
+    over = over_memory_cap(path)
+    if not apart_wanted(path, over):  # (neither over the cap nor forced rank by rank)
         return Plan(path, WHOLE)
     heads = file_rank_heads(path)
-    over = over_memory_cap(path)
     if heads:
         return Plan(path, RANK_BY_RANK, over, tuple(heads))
     return Plan(path, CHUNKS if chunks and over else WHOLE, over)
