@@ -131,6 +131,14 @@ trace user_train_graph scripts/examples/user_train.py --graph
 trace compile_train_model scripts/examples/compile_train.py --compile model --steps "$MLP_STEPS"
 trace compile_train_step scripts/examples/compile_train.py --compile step --steps "$MLP_STEPS"
 
+# Plain loops with no NVTX and no cgprof import (most users' scripts): the steps must come
+# from the launch stream. Training and inference, eager, graphed by hand and compiled.
+for task in train infer; do
+  for mode in eager graph compile; do
+    trace "plain_${task}_${mode}" scripts/examples/plain_loop.py --task "$task" --mode "$mode"
+  done
+done
+
 # --- the oracle: what nsys's own reports say about each trace ---------------------------
 # tests/test_oracle.py checks cgprof's kernel, API and NVTX summaries against these CSVs.
 echo
