@@ -51,6 +51,11 @@ class Work:
 # --- library ranges outnumber the user's step ------------------------------------------------
 
 
+
+def _nvtx(candidates):
+    """The NVTX candidates (not the launch-stream rules, listed first when they chose)."""
+    return candidates[candidates["kind"] != "launches"].reset_index(drop=True)
+
 def test_cub_ranges_inside_a_compiled_step_lose_to_train_step(db):
     # torch.compile(step, mode="reduce-overhead"): 30 top-level train_step ranges, each with a
     # graph launch and 5 CUB reductions (one kernel launch each); 2 more CUB calls at start-up.
@@ -98,10 +103,10 @@ def test_emit_nvtx_per_op_ranges_are_never_steps(db):
         w.launch(t + 200)
         w.launch(t + 5100)
     r = cgprof.analyze(db(nvtx=nvtx, runtime=w.runtime, kernels=w.kernels))
-    assert (r.steps.source, r.steps.name, len(r.steps.steps)) == ("whole-trace", None, 1)
-    assert r.steps.rule == ("whole-trace: no repeating range qualified as a step "
-                            "(see the candidates)")
-    c = r.steps.candidates.set_index("name")
+    # no NVTX step: the steps come from the launch stream (the per-op ranges never do)
+    assert r.steps.source == "launches" and r.steps.name.startswith("auto:")
+    assert r.steps.rule.startswith("launches: no NVTX range marks a step; ")
+    c = _nvtx(r.steps.candidates).set_index("name")
     # op_id makes every _to_copy name unique: not a candidate at all.
     assert sorted(c.index) == ["aten::add_, seq = 7", "aten::mm"]
     assert set(c["library"]) == {"PyTorch per-op (emit_nvtx)"}
@@ -215,8 +220,8 @@ def test_overlapping_ranges_do_not_qualify(db):
         nvtx.append(N(t, t + 15_000, "request", event_type=60))
         w.launch(t + 100)
     r = cgprof.analyze(db(nvtx=nvtx, runtime=w.runtime, kernels=w.kernels))
-    assert r.steps.source == "whole-trace"
-    c = r.steps.candidates.iloc[0]
+    assert r.steps.source != "scored"  # (the steps come from the launches instead)
+    c = _nvtx(r.steps.candidates).iloc[0]
     assert (c["name"], c["overlap"], c["qualified"]) == ("request", 0.9, False)
     assert c["reasons"] == "90% of instances overlap"
 
@@ -228,8 +233,8 @@ def test_a_range_each_thread_opens_once_is_no_loop(db):
     for i in range(8):
         w.launch(i * STEP_NS + 100, tid=101 + i % 4)
     r = cgprof.analyze(db(nvtx=nvtx, runtime=w.runtime, kernels=w.kernels))
-    assert r.steps.source == "whole-trace"
-    c = r.steps.candidates.iloc[0]
+    assert r.steps.source != "scored"  # (the steps come from the launches instead)
+    c = _nvtx(r.steps.candidates).iloc[0]
     assert (c["name"], c["count"], c["coverage"]) == ("worker_loop", 4, 1.0)
     assert c["reasons"] == "does not repeat on any one thread"
 
@@ -320,8 +325,8 @@ def test_broken_cycle_is_no_cycle(db):
     nvtx[7] = N(nvtx[7].start, nvtx[7].end, "neck")  # reader, 3D_backbone, neck, head, ...
     nvtx[8] = N(nvtx[8].start, nvtx[8].end, "3D_backbone")  # ... 3D_backbone out of order
     r = cgprof.analyze(db(nvtx=nvtx, runtime=w.runtime, kernels=w.kernels))
-    assert r.steps.source == "whole-trace"
-    assert (r.steps.candidates["kind"] == "scored").all()
+    assert r.steps.source != "cycle"  # (the steps come from the launches instead)
+    assert (_nvtx(r.steps.candidates)["kind"] == "scored").all()
 
 
 # --- fallbacks and the user's word ------------------------------------------------------------
@@ -338,8 +343,8 @@ def test_whole_trace_when_ranges_cover_little(db):
             w.launch(t + 100)
         w.launch(t + 1000)
     r = cgprof.analyze(db(nvtx=nvtx, runtime=w.runtime, kernels=w.kernels))
-    assert (r.steps.source, r.steps.name) == ("whole-trace", None)
-    c = r.steps.candidates.iloc[0]
+    assert (r.steps.source, r.steps.name) == ("launches", "auto:kernel")  # no NVTX step
+    c = _nvtx(r.steps.candidates).iloc[0]
     assert (c["name"], c["count"], c["coverage"], c["score"]) == ("log", 10, round(2 / 11, 4),
                                                                    0.0)
 
@@ -427,6 +432,11 @@ def test_real_traces_keep_their_steps(traces_dir):
     assert seen.pop("user_train_graph.sqlite") == ("scored", "step")
     assert seen.pop("compile_train_model.sqlite") == ("scored", "train_step")
     assert seen.pop("compile_train_step.sqlite") == ("scored", "train_step")
+    # plain loops without NVTX: steps from the launch stream (tests/test_launch_steps.py)
+    for task in ("train", "infer"):
+        assert seen.pop(f"plain_{task}_eager.sqlite") == ("launches", "auto:kernel")
+        for mode in ("graph", "compile"):
+            assert seen.pop(f"plain_{task}_{mode}.sqlite") == ("launches", "auto:graph")
     assert seen and set(seen.values()) == {("default", "cgprof:step")}
     choice = choose_step_ranges(load(traces_dir / "user_train.sqlite"), None)
     assert len(choice.ranges) == 20

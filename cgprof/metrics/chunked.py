@@ -51,6 +51,7 @@ from cgprof.metrics.gaps import (
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.intervals import table_get
 from cgprof.metrics.launches import api_calls, launch_cells, launch_table
+from cgprof.metrics.launchsteps import launch_labels
 from cgprof.metrics.replays import ReplayResult, graph_replays, merge_replays
 from cgprof.metrics.steps import StepResult, fill_launch_wait, measure_chunk, step_instances
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
@@ -291,7 +292,10 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     api_table = api_summary(light)  # first: its temporaries beside the calls' frame alone
     release_memory(len(light.stored("runtime")))
     calls = api_calls(light, derived=False)
-    inst = step_instances(light, calls, None, step, skip) if len(calls) else None
+    inst = step_instances(light, calls, None, step, skip, labels=lambda: launch_labels(
+        load(E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE],
+                        columns={S.KERNEL: [*_SUMMARY, "globalPid"]})))
+    ) if len(calls) else None
     if inst is None or inst.source == "whole-trace" or inst.table["global_tid"].nunique() > 1:
         return None
     if chunk_steps is None:

@@ -9,7 +9,11 @@
    A cycle (e.g. ``reader``, ``backbone``, ..., ``post_processing``, each once per
    iteration, always in that order) is one step per cycle: an instance spans the first
    range's start to the last range's end of each cycle, on that thread.
-4. ``whole-trace``: nothing qualified; the whole trace is one step.
+4. ``launches``: no NVTX range qualified; the iterations are found in the launch stream
+   (cgprof.metrics.launchsteps: a graph launch, kernel, copy or sync that recurs once per
+   iteration). ``--step auto`` asks for this rule, ``--step auto:RULE`` for one of its
+   rules (graph, kernel, copy, sync).
+5. ``whole-trace``: nothing qualified; the whole trace is one step.
 
 Scoring (one row per range name, i.e. ``domain:text``; see :func:`score_candidates`):
 
@@ -46,6 +50,7 @@ says in words what counted for and against each candidate.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +59,7 @@ import pandas as pd
 from cgprof import schema as S
 from cgprof.errors import AnalysisError
 from cgprof.metrics import launches as L
+from cgprof.metrics import launchsteps as LS
 from cgprof.metrics.summaries import nvtx_ranges
 from cgprof.trace import Trace
 
@@ -102,7 +108,7 @@ class StepChoice:
 
     ranges      the instances (columns of cgprof.metrics.summaries.nvtx_ranges)
     name        display name ("cgprof:step"), None for whole-trace
-    source      "option", "default", "scored", "cycle" or "whole-trace"
+    source      "option", "default", "scored", "cycle", "launches" or "whole-trace"
     rule        one sentence: which rule chose it and why
     candidates  the CANDIDATES_KEPT best scored candidates, best first (CANDIDATE_COLUMNS);
                 empty for option and default
@@ -145,12 +151,27 @@ def parse_step_option(value: str) -> tuple[str, str | None]:
 
 def choose_step_ranges(trace: Trace, step: str | None,
                        calls: pd.DataFrame | None = None,
-                       ranges: pd.DataFrame | None = None) -> StepChoice:
+                       ranges: pd.DataFrame | None = None,
+                       labels: Callable[[], pd.DataFrame] | None = None) -> StepChoice:
     """Apply the rules of the module doc; ``calls`` is cgprof.metrics.launches.api_calls,
-    ``ranges`` the trace's cgprof.metrics.summaries.nvtx_ranges when the caller has them."""
+    ``ranges`` the trace's cgprof.metrics.summaries.nvtx_ranges when the caller has them,
+    ``labels`` gives cgprof.metrics.launchsteps.launch_labels (default: of ``trace``)."""
     if ranges is None:
         ranges = nvtx_ranges(trace)
+    if labels is None:
+        labels = lambda: LS.launch_labels(trace)  # noqa: E731
     empty = pd.DataFrame({c: [] for c in CANDIDATE_COLUMNS})
+    if step is not None and (step == "auto" or step.startswith("auto:")):
+        if calls is None:
+            calls = L.api_calls(trace, derived=False)
+        rule = step[len("auto:"):] or None
+        if rule is not None and rule not in LS.RULES:
+            raise AnalysisError(f"--step {step}: the rules are auto:" + ", auto:".join(LS.RULES))
+        chosen = _from_launches(calls, labels, rule, empty)
+        if chosen is None:
+            raise AnalysisError(f"{trace.path}: --step {step}: no launch that recurs once per "
+                                f"iteration{' for rule ' + rule if rule else ''}")
+        return chosen
     if step is not None:
         name, domain = parse_step_option(step)
         sel = ranges[ranges["text"] == name]
@@ -178,10 +199,34 @@ def choose_step_ranges(trace: Trace, step: str | None,
                 ranges[ranges["name"].astype(str) == str(best["name"])])
         return StepChoice(inst, str(best["name"]), source, _rule_sentence(best, inst),
                           cand.head(CANDIDATES_KEPT))
+    chosen = _from_launches(calls, labels, None, cand.head(CANDIDATES_KEPT))
+    if chosen is not None:
+        return chosen
     why = ("no NVTX ranges" if ranges.empty else "no NVTX range repeats" if cand.empty else
            "no repeating range qualified as a step (see the candidates)")
     return StepChoice(ranges.iloc[0:0], None, "whole-trace", f"whole-trace: {why}",
                       cand.head(CANDIDATES_KEPT))
+
+
+def _from_launches(calls: pd.DataFrame, labels: Callable[[], pd.DataFrame], rule: str | None,
+                   nvtx: pd.DataFrame) -> StepChoice | None:
+    """Steps from the launch stream (``rule``: one of launchsteps.RULES, None: the best),
+    with every rule that found steps listed first among the candidates, or None."""
+    found = LS.infer_steps(calls, labels)
+    pick = LS.best_rule(found) if rule is None else rule if rule in found else None
+    if pick is None:
+        return None
+    rows = [{"name": f"auto:{r}", "domain": "", "text": f"auto:{r}", "kind": "launches",
+             "count": sum(f.total for f in fits), "top_level": 1.0,
+             "coverage": round(fits[0].fit, 4), "overlap": 0.0, "library": "",
+             "qualified": True, "score": round(fits[0].fit, 4),
+             "reasons": LS.describe(r, fits)} for r, fits in found.items()]
+    rows.sort(key=lambda row: row["name"] != f"auto:{pick}")
+    cand = pd.concat([pd.DataFrame(rows, columns=CANDIDATE_COLUMNS), nvtx], ignore_index=True)
+    name = f"auto:{pick}"
+    lead = "option: --step " + name if rule else "launches: no NVTX range marks a step"
+    return StepChoice(LS.instances(found[pick], name), name, "launches",
+                      f"{lead}; {LS.describe(pick, found[pick])}", cand.head(CANDIDATES_KEPT))
 
 
 def _rule_sentence(best: pd.Series, inst: pd.DataFrame) -> str:

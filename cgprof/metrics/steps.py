@@ -16,6 +16,7 @@ correlationId), so a graph replay's kernels count for the step that called
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -370,11 +371,14 @@ class StepInstances:
 
 
 def step_instances(trace: Trace, calls: pd.DataFrame, ops: pd.DataFrame | None,
-                   step: str | None = None, skip: int = 0) -> StepInstances:
+                   step: str | None = None, skip: int = 0,
+                   labels: Callable[[], pd.DataFrame] | None = None) -> StepInstances:
     """The step instances :func:`compute_steps` measures (``ops``: read only for a
-    whole-trace step, None when the caller knows the steps come from NVTX ranges)."""
+    whole-trace step, None when the caller knows the steps come from NVTX ranges;
+    ``labels``: what names each launch when the steps come from the launch stream, see
+    cgprof.metrics.stepchoice)."""
     ranges = nvtx_ranges(trace)  # once, for the choice and the steps' groups
-    choice = _choose(trace, step, calls, ranges)
+    choice = _choose(trace, step, calls, ranges, labels)
     sel, name, source = choice.ranges, choice.name, choice.source
     if source == "whole-trace":
         if ops is None:
@@ -750,6 +754,8 @@ def _measure(ranges: pd.DataFrame, inst: pd.DataFrame, calls: pd.DataFrame, ops:
         groups, warm_a = np.full(n, "", dtype=object), np.zeros(n, dtype=bool)
     else:
         groups, warm_a = _groups(ranges, inst)
+        if "warmup" in inst:  # steps found in the launch stream say which are warm-up
+            warm_a = warm_a | inst["warmup"].to_numpy(dtype=bool)
     start_ns = inst["start_ns"].to_numpy(np.int64)
     end_ns = inst["end_ns"].to_numpy(np.int64)
     dur_ns = end_ns - start_ns

@@ -71,6 +71,11 @@ def render(result: Any) -> str:
     if st.source == "whole-trace":
         out.append("steps: no NVTX range qualified as a step, so the whole trace is one step "
                    "(mark steps with cgprof.mark.step() or pass --step NAME[@DOMAIN])")
+    elif st.source == "launches":
+        skipped = f", first {st.skipped} skipped" if st.skipped else ""
+        out.append(f"steps: {len(st.steps)} iterations found in the launch stream "
+                   f"('{st.name}'{skipped}; mark steps with cgprof.mark.step() or an NVTX "
+                   "range to set them yourself)")
     else:
         skipped = f", first {st.skipped} skipped" if st.skipped else ""
         out.append(f"steps: {len(st.steps)} instances of NVTX range '{st.name}' "
@@ -115,9 +120,12 @@ def _step_choice(st: Any) -> list[str]:
     out.append("  other candidates:")
     for c in records(others, ["name", "kind", "text", "domain", "reasons", "count", "score"]):
         how = ("not selectable with --step" if c.kind == "cycle" else
+               f"--step {c.name}" if c.kind == "launches" else
                f"--step '{c.text}@{c.domain}'" if c.domain else f"--step '{c.text}'")
         why = f"; {c.reasons}" if c.reasons else ""
-        out.append(f"    {c.name}: {c.count} instances, score {c.score:.2f}{why} ({how})")
+        what = (f"{c.count} steps" if c.kind == "launches" else
+                f"{c.count} instances, score {c.score:.2f}")
+        out.append(f"    {c.name}: {what}{why} ({how})")
     return out
 
 
