@@ -379,11 +379,11 @@ def _graphs(pid: np.ndarray, lo: np.ndarray, hi: np.ndarray,
         mine = group == g
         values, counts = np.unique(n[mine], return_counts=True)
         best = counts.max()
-        usual = int(values[counts == best].max())
-        usual_of[mine] = usual
+        most = int(values[counts == best].max())
+        usual_of[mine] = most
         rows.append({"pid": int(p[mine][0]), "node_id_lo": int(a[mine].min()),
-                     "node_id_hi": int(b[mine].max()), "usual_nodes": usual,
-                     "replays": int(mine.sum()), "short_replays": int((n[mine] < usual).sum())})
+                     "node_id_hi": int(b[mine].max()), "usual_nodes": most,
+                     "replays": int(mine.sum()), "short_replays": int((n[mine] < most).sum())})
     usual = np.empty(len(p), dtype=np.int64)
     usual[order] = usual_of
     cols = ["pid", "node_id_lo", "node_id_hi", "usual_nodes", "replays", "short_replays"]
@@ -415,7 +415,7 @@ def merge_completeness(parts: list[CompletenessPartial], graph_check: str | None
             mine = graphs[graphs["pid"] == p]
             if len(mine) == 1:  # one graph in the process: each unrecorded launch is its
                 nodes_missing += int(mine["usual_nodes"].iloc[0]) * int(u_n[u_pid == p].sum())
-    times_rows = []
+    times_rows: list[dict[str, Any]] = []
     for table in TIME_TABLES:
         got = [p.times[table] for p in parts if table in p.times]
         if got:

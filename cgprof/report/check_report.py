@@ -163,10 +163,11 @@ def render_github(result: CheckResult) -> str:
     """GitHub Actions workflow commands: one ``::error`` per failed rule, then a notice."""
     lines = []
     if result.incomplete and not result.allow_incomplete:
-        for rank, missing in result.incomplete.items():
+        for rank_id, missing in result.incomplete.items():
+            who = f"rank {rank_id}: " if result.multi else ""
             lines.append(f"::error file={_gh_prop(result.source)},"
                          f"title={_gh_prop('cgprof check: incomplete trace')}::"
-                         f"{_gh_data(f'rank {rank}: ' if result.multi else '')}"
+                         f"{_gh_data(who)}"
                          f"{_gh_data('; '.join(missing))}")
     for r in result.failed:
         rank = "" if r.rank is None else f"rank {r.rank}: "
