@@ -49,7 +49,9 @@ from cgprof.settings import current, in_context
 #: ``category-int64`` codes.
 #: 5: a small export's entry may be the Arrow files its forked reader wrote (manifest
 #: ``"suffix": ".arrow"``, no frames).
-FORMAT_VERSION = 5
+#: 6: the export's DIAGNOSTIC_EVENT among the small tables (an entry without it would read
+#: as a trace that recorded no drop).
+FORMAT_VERSION = 6
 PAGE_BYTES = 1 << 16
 MANIFEST = "manifest.json"
 #: The prefix of a folder being written in the cache folder (an entry before its commit, a

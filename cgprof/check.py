@@ -93,6 +93,24 @@ DEFAULT_REGRESSIONS = {
 #: Figures that count things: integers in every output.
 COUNT_FIGURES = ("steps", "recaptures", "fallbacks")
 
+#: Figures an incomplete trace cannot support (cgprof.metrics.completeness): None there,
+#: and a rule on one is skipped under ``--allow-incomplete``.
+GPU_FIGURES = ("graph_kernel_share", "graph_gpu_share", "compactness_p50", "gpu_idle_pct")
+
+#: The message of a rule skipped on an incomplete trace's GPU figure.
+NOT_RECORDED = "unavailable: not recorded (the trace is incomplete)"
+
+
+def incomplete_of(result: Any) -> list[str]:
+    """What an analysis (an AnalysisResult, an ``analyze --json`` document or a baseline)
+    says is missing from its trace; empty when the trace is complete."""
+    if isinstance(result, dict):
+        if result.get("kind") == BASELINE_KIND:
+            return list(result.get("incomplete") or [])
+        return list((result.get("completeness") or {}).get("missing") or [])
+    c = getattr(result, "completeness", None)
+    return [] if c is None else list(c.missing)
+
 
 class CheckConfigError(CgprofError):
     """Bad rule, configuration or baseline: `cgprof check` exits 2."""
@@ -167,6 +185,13 @@ def figures(result: Any) -> dict[str, float | None]:
     ``result`` is an :class:`~cgprof.metrics.AnalysisResult`, the one-trace document of
     ``cgprof analyze --json`` (a dict), or a baseline document from :func:`baseline_document`.
     """
+    figs = _figures(result)
+    if incomplete_of(result):
+        figs.update({k: None for k in GPU_FIGURES})
+    return figs
+
+
+def _figures(result: Any) -> dict[str, float | None]:
     if isinstance(result, dict):
         if result.get("kind") == BASELINE_KIND:
             if "ranks" in result:
@@ -174,9 +199,10 @@ def figures(result: Any) -> dict[str, float | None]:
                     "a baseline of several ranks has one set of figures per rank: read it "
                     "with load_run")
             return _typed(result.get("figures") or {})
-        steps = result.get("steps", {}).get("steps", [])
-        comp = (result.get("replays", {}).get("summary", {}).get("compactness") or {}).get("p50")
-        devices = result.get("gpu", {}).get("devices", [])
+        steps = (result.get("steps") or {}).get("steps", [])
+        comp = (((result.get("replays") or {}).get("summary") or {}).get("compactness")
+                or {}).get("p50")
+        devices = (result.get("gpu") or {}).get("devices", [])
         cov = result.get("coverage")
         if isinstance(cov, dict) and isinstance(cov.get("summary"), dict):
             cov = cov["summary"]
@@ -195,6 +221,15 @@ def baseline_document(figs: dict[str, float | None], source: str) -> dict[str, A
     return {"schema_version": JSON_SCHEMA_VERSION, "kind": BASELINE_KIND,
             "cgprof_version": __version__, "source": source,
             "figures": {k: figs.get(k) for k in FIGURES}}
+
+
+def with_incomplete(doc: dict[str, Any], run: RunFigures) -> dict[str, Any]:
+    """A baseline document with what its run's incomplete ranks lack (``incomplete``: a list
+    for a single-rank run, rank id -> list for several; absent when complete)."""
+    if run.incomplete:
+        doc["incomplete"] = ({str(k): v for k, v in run.incomplete.items()} if run.multi
+                             else run.incomplete.get(0, []))
+    return doc
 
 
 def _load_json(path: Path) -> dict[str, Any]:
@@ -276,6 +311,8 @@ class RunFigures:
     ranks: dict[int, dict[str, float | None]]
     multi: bool
     ids: list[int] = field(default_factory=list)
+    #: rank id -> what its trace lacks (cgprof.metrics.completeness), for incomplete ranks
+    incomplete: dict[int, list[str]] = field(default_factory=dict)
 
     def select(self, rank: int | None, path: str | Path) -> RunFigures:
         """Only rank ``rank`` (all when None); a rank the input does not hold is an error."""
@@ -288,18 +325,33 @@ class RunFigures:
             raise CheckConfigError(error)
         if not self.multi:
             return self
-        return RunFigures({rank: self.ranks[rank]}, True, self.ids)
+        return RunFigures({rank: self.ranks[rank]}, True, self.ids,
+                          {k: v for k, v in self.incomplete.items() if k == rank})
 
 
 def _json_run(doc: dict[str, Any]) -> RunFigures:
+    gone: dict[int, list[str]] = {}
     if "traces" in doc:
         ranks = {int(t["rank"]["rank"]): figures(t) for t in doc["traces"]}
+        gone = {int(t["rank"]["rank"]): incomplete_of(t) for t in doc["traces"]}
     elif doc.get("kind") == BASELINE_KIND and "ranks" in doc:
         ranks = {int(k): _typed(v) for k, v in doc["ranks"].items()}
+        gone = {int(k): list(v) for k, v in (doc.get("incomplete") or {}).items()}
     else:
-        return RunFigures({0: figures(doc)}, False, [0])
+        return RunFigures({0: figures(doc)}, False, [0], _gone({0: incomplete_of(doc)}))
     ranks = dict(sorted(ranks.items()))
-    return RunFigures(ranks, True, list(ranks))
+    return RunFigures(ranks, True, list(ranks), _gone(gone))
+
+
+def _gone(missing: dict[int, list[str]]) -> dict[int, list[str]]:
+    """The incomplete ranks only."""
+    return {k: v for k, v in missing.items() if v}
+
+
+def _run_of(results: dict[int, Any], multi: bool, ids: list[int]) -> RunFigures:
+    """The RunFigures of analyses by rank id."""
+    return RunFigures({k: figures(r) for k, r in results.items()}, multi, ids,
+                      _gone({k: incomplete_of(r) for k, r in results.items()}))
 
 
 def load_run(path: str | Path, step: str | None = None, skip: int = 0,
@@ -345,23 +397,23 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
             apart(path, len(plan.heads))
         done = apart_results(path, list(plan.heads), step=step, skip=skip, only=only,
                              progress=progress)
-        return RunFigures({r.rank_id: figures(r.result) for r in done}, True, plan.rank_ids)
+        return _run_of({r.rank_id: r.result for r in done}, True, plan.rank_ids)
     if plan.shape == CHUNKS:  # one process over the cap: a chunk of steps at a time
         chunked = analyze_capped(path, step=step, skip=skip, progress=progress,
                                  planned=None if planned is None
                                  else lambda chunks: planned(path, chunks))
         if chunked is not None:
-            return RunFigures({0: figures(chunked)}, False, [0])
+            return _run_of({0: chunked}, False, [0])
     trace = load(path, progress)
     if len(gpu_pids(trace)) <= 1:
-        return RunFigures({0: figures(analyze(trace, step=step, skip=skip,
-                                              progress=progress))}, False, [0])
+        return _run_of({0: analyze(trace, step=step, skip=skip, progress=progress)}, False,
+                       [0])
     heads = rank_heads(trace)
     ids = [h.rank_id for h in heads]
     chosen = [h for h in heads if only is None or h.rank_id == only]
-    return RunFigures({h.rank_id: figures(analyze_rank(
+    return _run_of({h.rank_id: analyze_rank(
         rank_of(trace, h), str(path), step=step, skip=skip,
-        progress=prefixed(progress, f"rank {h.rank_id} ({i}/{len(chosen)}): ")).result)
+        progress=prefixed(progress, f"rank {h.rank_id} ({i}/{len(chosen)}): ")).result
         for i, h in enumerate(chosen, 1)}, True, ids)
 
 
@@ -369,11 +421,11 @@ def run_baseline_document(run: RunFigures, source: str) -> dict[str, Any]:
     """What ``--save-baseline`` writes for a run: :func:`baseline_document` of a single-rank
     run, or the same document with ``ranks`` (rank id -> figures) instead of ``figures``."""
     if not run.multi:
-        return baseline_document(run.ranks[0], source)
+        return with_incomplete(baseline_document(run.ranks[0], source), run)
     doc = baseline_document({}, source)
     del doc["figures"]
     doc["ranks"] = {str(i): {k: figs.get(k) for k in FIGURES} for i, figs in run.ranks.items()}
-    return doc
+    return with_incomplete(doc, run)
 
 
 # --- rules -----------------------------------------------------------------------------------
@@ -424,6 +476,10 @@ class CheckResult:
     ranks: dict[int, dict[str, float | None]] | None = None
     baseline_ranks: dict[int, dict[str, float | None] | None] | None = None
     notes: list[str] = field(default_factory=list)
+    #: rank id (0 for a single-rank run) -> what its trace lacks, for incomplete ranks: the
+    #: check fails on them unless ``allow_incomplete``
+    incomplete: dict[int, list[str]] = field(default_factory=dict)
+    allow_incomplete: bool = False
 
     @property
     def multi(self) -> bool:
@@ -442,7 +498,7 @@ class CheckResult:
 
     @property
     def passed(self) -> bool:
-        return not self.failed
+        return not self.failed and (self.allow_incomplete or not self.incomplete)
 
     def counts(self) -> dict[str, int]:
         return {s: sum(1 for r in self.results if r.status == s) for s in ("pass", "fail", "skip")}
@@ -551,13 +607,27 @@ def evaluate(rules: list[Rule], figs: dict[str, float | None],
 
 
 def evaluate_run(rules: list[Rule], run: RunFigures, baseline: RunFigures | None = None,
-                 source: str = "", baseline_source: str | None = None) -> CheckResult:
+                 source: str = "", baseline_source: str | None = None,
+                 allow_incomplete: bool = False) -> CheckResult:
     """Apply ``rules`` to every rank of ``run``; a single-rank run against a single-rank (or
-    no) baseline is exactly :func:`evaluate`.
+    no) baseline is exactly :func:`evaluate`, and the run fails when a rank's trace is
+    incomplete (cgprof.metrics.completeness) unless ``allow_incomplete``: then a rule on a
+    GPU figure it lacks (:data:`GPU_FIGURES`) is skipped and the rest are judged.
 
     Rank ``i`` is compared with the baseline's rank ``i``; a rank the baseline lacks gets
     ``skip`` for the regression rules. A single-rank baseline is compared with every rank; a
     single-rank run against a baseline of several ranks is its rank 0."""
+    out = _evaluate_run(rules, run, baseline, source, baseline_source)
+    out.incomplete, out.allow_incomplete = dict(run.incomplete), allow_incomplete
+    for r in out.results:
+        if (r.value is None and r.rule.figure in GPU_FIGURES
+                and (r.rank if r.rank is not None else 0) in run.incomplete):
+            r.status, r.message = ("skip" if allow_incomplete else "fail"), NOT_RECORDED
+    return out
+
+
+def _evaluate_run(rules: list[Rule], run: RunFigures, baseline: RunFigures | None,
+                  source: str, baseline_source: str | None) -> CheckResult:
     if not run.multi and (baseline is None or not baseline.multi):
         return evaluate(rules, run.ranks[0], None if baseline is None else baseline.ranks[0],
                         source=source, baseline_source=baseline_source)

@@ -211,6 +211,20 @@ class DiffResult:
     def views(self) -> tuple[RunView, RunView]:
         return self.baseline, self.candidate
 
+    def incomplete(self) -> dict[str, list[str]]:
+        """Label -> what is missing, for each run whose trace is incomplete (none: {})."""
+        return {v.label: list(v.headline["incomplete"]) for v in self.views
+                if v.headline.get("incomplete")}
+
+    def incomplete_lines(self) -> list[str]:
+        """The first lines of a diff of which a side is incomplete."""
+        out = []
+        for label, missing in self.incomplete().items():
+            out.append(f"INCOMPLETE TRACE ({label}): GPU records are missing, so its GPU "
+                       "figures (idle, replay compactness) are unavailable: not recorded")
+            out += [f"  missing: {m}" for m in missing]
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON document ``cgprof diff --json`` writes (``schema_version`` inside)."""
         from cgprof.records import frame_records
@@ -235,6 +249,7 @@ class DiffResult:
             "baseline": run(self.baseline),
             "candidate": run(self.candidate),
             "speedup": _scalar(self.headline["speedup"]),
+            "incomplete": self.incomplete(),
             "lines": list(self.lines),
             "steps": frame_records(self.steps),
             "families": frame_records(self.families),
@@ -480,6 +495,8 @@ def view(
     comp = rep["compactness"].astype("Float64").dropna() if len(rep) else pd.Series([])
     modes = sorted(set(st["mode"]))
     eff_sum = float(st["effective_ns"].sum())
+    # an incomplete trace's GPU figures are not recorded (cgprof.metrics.completeness)
+    incomplete = list(result.info.get("incomplete") or [])
     headline = {
         "steps": int(len(st)),
         "first_step": int(step_ids[0]),
@@ -490,9 +507,10 @@ def view(
         "launch_calls_per_step": _p50(st["launch_calls"]),
         "api_calls_per_step": _p50(st["api_calls"]),
         "gpu_idle_pct": (100.0 * (eff_sum - float(st["gpu_busy_ns"].sum())) / eff_sum
-                         if eff_sum > 0 else None),
+                         if eff_sum > 0 and not incomplete else None),
         "replays": int(len(rep)),
-        "replay_compactness_p50": _p50(comp) if len(comp) else None,
+        "replay_compactness_p50": _p50(comp) if len(comp) and not incomplete else None,
+        "incomplete": incomplete,
         "kernels_per_step": _p50(st["kernels"]),
         "hidden_steps": int(hidden.sum()),
         "graph_trace_mode": result.info["graph_trace_mode"],
@@ -873,6 +891,8 @@ def verdict_lines(d: DiffResult) -> list[str]:
 
 def compactness_text(h: dict[str, Any], short: bool = False) -> str:
     """A run's replay compactness p50 as words: 0.932, 'no replays' or 'unknown (...)'."""
+    if h.get("incomplete"):
+        return "not recorded" if short else "unavailable: not recorded (incomplete trace)"
     if h["replay_compactness_p50"] is not None:
         return f"{h['replay_compactness_p50']:.3f}"
     if h["replays"] == 0:

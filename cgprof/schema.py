@@ -31,6 +31,7 @@ THREAD_NAMES = "ThreadNames"
 META_EXPORT = "META_DATA_EXPORT"  # nsys >= 2023.4
 META_EXPORT_OLD = "EXPORT_META_DATA"  # nsys <= 2023.2
 META_CAPTURE = "META_DATA_CAPTURE"  # nsys >= 2023.4
+DIAGNOSTIC = "DIAGNOSTIC_EVENT"  # nsys >= 2024.5: the session's own messages (drops, start)
 
 #: Tables whose presence marks a file as an nsys export (any one is enough).
 NSYS_MARKER_TABLES = (
@@ -61,6 +62,7 @@ TABLES_READ = (
     META_EXPORT_OLD,
     META_CAPTURE,
     "PROCESSES",
+    DIAGNOSTIC,
 )
 
 # ENUM_NSYS_EVENT_CLASS: only these RUNTIME rows are real API calls. Class 67 rows
@@ -170,7 +172,7 @@ PID_COLUMN: dict[str, str] = {
 INFO_COLUMNS: dict[str, list[str]] = {
     META_EXPORT_OLD: ["name", "value"], META_EXPORT: ["name", "value"],
     META_CAPTURE: ["name", "value"], GPU_INFO: ["id", "name"],
-    THREAD_NAMES: ["globalTid", "nameId"]}
+    THREAD_NAMES: ["globalTid", "nameId"], DIAGNOSTIC: ["timestamp", "severity", "text"]}
 
 #: The nsys columns the loader reads of each table (those present, in this order), read
 #: ahead by :meth:`cgprof.engine.Source.read_ahead_activity`: the two big tables first, then

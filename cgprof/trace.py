@@ -53,6 +53,9 @@ class TraceMeta:
     #: How graph_trace_mode was decided: "metadata", "inferred" or "unknown".
     graph_trace_mode_source: str
     tables: dict[str, list[str]] = field(repr=False)
+    #: DIAGNOSTIC_EVENT (nsys >= 2024.5), the session's own messages: (timestamp_ns,
+    #: severity, text) per row, in timestamp order; empty when the export has no such table.
+    diagnostics: tuple[tuple[int, int, str], ...] = field(default=(), repr=False)
 
 
 @dataclass
@@ -890,6 +893,17 @@ def _load_gpus(src: E.Source) -> pd.DataFrame:
     return df.drop_duplicates("device_id")
 
 
+def _load_diagnostics(src: E.Source) -> tuple[tuple[int, int, str], ...]:
+    """DIAGNOSTIC_EVENT's (timestamp, severity, text) rows, in timestamp order. An info
+    table: a row without an integer timestamp or with no text is left out."""
+    if not set(S.INFO_COLUMNS[S.DIAGNOSTIC]) <= set(src.tables.get(S.DIAGNOSTIC, [])):
+        return ()
+    rows = [(t, v if isinstance(v, int) else 0, str(x))
+            for t, v, x in _rows(src, S.DIAGNOSTIC, S.INFO_COLUMNS[S.DIAGNOSTIC])
+            if isinstance(t, int) and x is not None]
+    return tuple(sorted(rows, key=lambda r: r[0]))
+
+
 def _load_threads(src: E.Source, strings: pd.Series) -> pd.DataFrame:
     cols = src.tables.get(S.THREAD_NAMES, [])
     if not {"nameId", "globalTid"} <= set(cols):
@@ -1339,6 +1353,7 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
     nvtx = _stored(src, S.NVTX, lambda: _load_nvtx(src, strings))
     gpus = _load_gpus(src)
     threads = _load_threads(src, strings)
+    diagnostics = _load_diagnostics(src)
     kernels, runtime, memcpy, memset, sync, graph_trace = (share_constants(df) for df in (
         kernels, runtime, memcpy, memset, sync, graph_trace))
     _release_arrow(len(kernels) + len(runtime))
@@ -1360,6 +1375,7 @@ def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
         graph_trace_mode=mode,
         graph_trace_mode_source=source,
         tables=src.tables,
+        diagnostics=diagnostics,
     )
     trace = Trace(meta=meta, kernels=kernels, runtime=runtime, memcpy=memcpy, memset=memset,
                   sync=sync, graph_trace=graph_trace, nvtx=nvtx, gpus=gpus, threads=threads)

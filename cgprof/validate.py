@@ -10,16 +10,18 @@ one line that names the file:
   the event tables refer to it;
 * :func:`validate` (after reading, on the :class:`~cgprof.trace.Trace`):
 
-  - kernel launch calls made outside stream capture, but no kernel rows (a graph-granularity
-    trace whose kernels all ran inside replays, with launches only during capture, is fine);
-  - ``cudaGraphLaunch`` calls outside capture, but neither replayed kernels (node
-    granularity) nor ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` rows (graph granularity);
   - GPU activity (kernels, copies, memsets, replays) but no CUDA API table: without the
     launch calls nothing can be said about launch overhead;
   - GPU rows of a process that made no CUDA API call (a NULL or mangled ``globalPid``):
     such a "process" would otherwise be analysed as a rank whose work nobody launched;
-  - activity rows and NVTX ranges that end before they start, or start before the session
-    (negative times; the loader already refuses NULL start/end and text in number columns).
+  - API calls, synchronisations and NVTX ranges that end before they start, or start before
+    the session (negative times; the loader already refuses NULL start/end and text in
+    number columns).
+
+What a recording can lack without being damaged (kernel launch calls whose kernels never
+appear, graph launches without replays, GPU rows with impossible times, records the export
+says were dropped) is not refused here: the analysis reports the trace incomplete and shows
+its host side (cgprof.metrics.completeness).
 
 Tolerated, on purpose (and documented in docs/bad_input.md): exact duplicate rows are counted
 like any other row, as ``nsys stats`` counts them (a union of busy intervals is unchanged by
@@ -31,7 +33,6 @@ Only :mod:`cgprof.schema` and :mod:`cgprof.errors` are imported here: the checks
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,13 +44,6 @@ from cgprof.errors import TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
     from cgprof.trace import Trace
-
-_KERNEL_LAUNCH = re.compile(
-    r"^(cudaLaunchKernel|cudaLaunchCooperativeKernel|cuLaunchKernel|cuLaunchCooperativeKernel"
-    r"|cuLaunchGrid|cudaLaunch$|cudaLaunch_ptsz)")
-_GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|cuGraphLaunch)")
-_BEGIN_CAPTURE = re.compile("StreamBeginCapture")
-_END_CAPTURE = re.compile("StreamEndCapture")
 
 #: Event tables whose name columns are ids into StringIds.
 _NAMED_TABLES = (S.KERNEL, S.RUNTIME)
@@ -111,45 +105,6 @@ def find_non_integer(conn, tables: dict[str, list[str]]) -> tuple[str, str, obje
     return None
 
 
-def _matches(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
-    """Rows whose name matches, tested once per distinct name (names are categorical)."""
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        names = names.astype(str).astype("category")
-    per_cat = np.asarray([bool(pattern.search(str(c))) for c in names.cat.categories] + [False],
-                         dtype=bool)
-    return per_cat[names.cat.codes.to_numpy()]  # code -1 (missing name) picks the last False
-
-
-def _live_count(names: pd.Series, captured: np.ndarray, pattern: re.Pattern[str]) -> int:
-    """How many names match, of the rows not ``captured``: ``_matches(names[~captured],
-    pattern).sum()``, without that copy of the calls, nor a row's look when no category
-    matches (an eager trace has no graph launch name: ResNet-18, 212k calls, ~2.5 ms)."""
-    if isinstance(names.dtype, pd.CategoricalDtype) and not any(
-            pattern.search(str(c)) for c in names.cat.categories):
-        return 0
-    return int(np.count_nonzero(_matches(names, pattern) & ~captured))
-
-
-def _captured(calls: pd.DataFrame) -> np.ndarray:
-    """True for calls on a thread between its StreamBeginCapture and StreamEndCapture."""
-    names = calls["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype) and not any(
-            _BEGIN_CAPTURE.search(str(c)) for c in names.cat.categories):
-        return np.zeros(len(calls), dtype=bool)  # no capture begins: no row to look at
-    begin = _matches(names, _BEGIN_CAPTURE)
-    end = _matches(names, _END_CAPTURE)
-    if not begin.any():
-        return np.zeros(len(calls), dtype=bool)
-    order = np.lexsort((calls["start_ns"].to_numpy(), calls["global_tid"].to_numpy()))
-    tids = calls["global_tid"].to_numpy()[order]
-    b, e = begin[order].astype(np.int64), end[order].astype(np.int64)
-    opened = pd.Series(b).groupby(tids).cumsum().to_numpy()
-    closed_before = pd.Series(e).groupby(tids).cumsum().to_numpy() - e
-    out = np.zeros(len(calls), dtype=bool)
-    out[order] = (opened - closed_before > 0) & (b == 0) & (e == 0)
-    return out
-
-
 def distinct_pids(pid: pd.Series) -> Any:
     """``pd.unique(pid)``, min and max first for a plain int64 column: one process is the
     usual case, and two reductions cost less than a hash of a million rows."""
@@ -203,12 +158,9 @@ def validate(trace: Trace, part: bool = False) -> None:
     """Raise :class:`TraceError` when the trace's tables contradict each other (see module).
     ``part``: the trace is some processes' rows of a file (see _check_gpu_processes)."""
     path, tables = trace.meta.path, trace.meta.tables
-    for label, df, table in (("kernels", trace.kernels, S.KERNEL),
-                             ("CUDA API calls", trace.runtime, S.RUNTIME),
-                             ("memory copies", trace.memcpy, S.MEMCPY),
-                             ("memsets", trace.memset, S.MEMSET),
+    # GPU tables' impossible times are the analysis's to report (metrics.completeness).
+    for label, df, table in (("CUDA API calls", trace.runtime, S.RUNTIME),
                              ("synchronisations", trace.sync, S.SYNC),
-                             ("graph replays", trace.graph_trace, S.GRAPH_TRACE),
                              ("NVTX events", trace.nvtx, S.NVTX)):
         if not len(df):
             continue
@@ -230,26 +182,3 @@ def validate(trace: Trace, part: bool = False) -> None:
                             "calls that launched it, so launch overhead cannot be judged")
 
     _check_gpu_processes(trace, part)
-
-    calls = trace.api_calls
-    no_replays = trace.graph_trace.empty and (
-        trace.kernels.empty or trace.kernels["graph_node_id"].isna().all())
-    check_graphs = trace.meta.graph_trace_mode_source == "metadata" and no_replays
-    if calls.empty or not (trace.kernels.empty or check_graphs):
-        return
-    captured = _captured(calls)
-    if trace.kernels.empty:
-        launches = _live_count(calls["name"], captured, _KERNEL_LAUNCH)
-        if launches:
-            raise damaged(path, f"{launches} kernel launch calls (cudaLaunchKernel...) outside "
-                                f"stream capture but no kernels (table {S.KERNEL} "
-                                f"{'is empty' if S.KERNEL in tables else 'is missing'})")
-    # Only when the export's own settings name the granularity: older exports kept replays
-    # in CUDA_GRAPH_EVENTS or not at all.
-    graph_launches = _live_count(calls["name"], captured, _GRAPH_LAUNCH) if check_graphs else 0
-    if graph_launches:
-        if trace.meta.graph_trace_mode == "graph":
-            where = f"no rows in {S.GRAPH_TRACE} (--cuda-graph-trace=graph)"
-        else:
-            where = f"no replayed kernels in {S.KERNEL} (--cuda-graph-trace=node)"
-        raise damaged(path, f"{graph_launches} cudaGraphLaunch calls but {where}")

@@ -8,6 +8,6 @@ document's keys or meanings change (docs/reports.md).
 __version__ = "0.1.0"
 
 #: ``cgprof analyze --json`` and ``cgprof check --save-baseline`` documents.
-JSON_SCHEMA_VERSION = 1
+JSON_SCHEMA_VERSION = 2
 #: ``cgprof diff --json`` documents (one-process and multi-rank).
-DIFF_SCHEMA_VERSION = 1
+DIFF_SCHEMA_VERSION = 2

@@ -226,29 +226,18 @@ def test_no_string_ids(tmp_path, traces_dir):
         "CUPTI_ACTIVITY_KIND_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME, NVTX_EVENTS" + TAIL)
 
 
-def test_kernel_table_missing_is_not_zero_busy(tmp_path, traces_dir):
-    # Used to analyse with exit 0 as "GPU busy 0% ... compactness 1.000".
+def test_kernel_table_missing_is_reported_incomplete_not_refused(tmp_path, traces_dir):
+    # Was refused in one line; before that it analysed as "GPU busy 0% ... compactness
+    # 1.000". Now the host side is shown and the trace is said to be incomplete, first.
     p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
                       "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
-    assert _cli_error(p, "--json", "-") == (
-        f"{p}: 1060 kernel launch calls (cudaLaunchKernel...) outside stream capture but no "
-        "kernels (table CUPTI_ACTIVITY_KIND_KERNEL is missing)" + TAIL)
-
-
-def test_replayed_kernels_missing_from_a_node_trace(tmp_path, traces_dir):
-    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
-                      "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL")
-    assert _cli_error(p) == (
-        f"{p}: 22 cudaGraphLaunch calls but no replayed kernels in CUPTI_ACTIVITY_KIND_KERNEL "
-        "(--cuda-graph-trace=node)" + TAIL)
-
-
-def test_graph_trace_rows_missing_from_a_graph_trace(tmp_path, traces_dir):
-    p = _damaged_copy(traces_dir / "mlp_train_graph_graphtrace.sqlite", tmp_path / "t.sqlite",
-                      "DROP TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
-    assert _cli_error(p) == (
-        f"{p}: 22 cudaGraphLaunch calls but no rows in CUPTI_ACTIVITY_KIND_GRAPH_TRACE "
-        "(--cuda-graph-trace=graph)" + TAIL)
+    res = CliRunner().invoke(main, ["analyze", str(p)])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[1].startswith("INCOMPLETE TRACE: GPU records are missing")
+    assert lines[2] == ("  missing: 894 of 894 kernel launch calls (cudaLaunchKernel...) have "
+                        "no kernel rows at all")
+    assert "graph_launch     20" in res.stdout  # the host side
 
 
 def test_graph_granularity_trace_with_only_replay_rows_is_valid(make_db):
@@ -292,14 +281,6 @@ def test_text_in_a_number_column(tmp_path, traces_dir, table, column):
     p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
                       f"UPDATE {table} SET {column} = 'x' WHERE rowid = 7")
     assert _cli_error(p) == f"{p}: {table}.{column} holds 'x' where nsys writes an integer" + TAIL
-
-
-def test_negative_duration(tmp_path, traces_dir):
-    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
-                      "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 1000 "
-                      "WHERE rowid IN (5, 6)")
-    assert _cli_error(p) == (
-        f"{p}: 2 of 7406 kernels in CUPTI_ACTIVITY_KIND_KERNEL end before they start" + TAIL)
 
 
 @pytest.mark.parametrize("table, change, rows, total, who", [

@@ -405,14 +405,14 @@ def test_baseline_from_analyze_json(tmp_path, eager):
 
 @pytest.mark.parametrize(("content", "message"), [
     ('{"schema_version": 99, "kind": "cgprof-check-baseline", "figures": {}}',
-     "written with JSON schema_version 99; this cgprof reads 1 (re-create it with this "
+     "written with JSON schema_version 99; this cgprof reads 2 (re-create it with this "
      "cgprof)"),
-    ('{"schema_version": 1, "steps": [', "not valid JSON (line 1: Expecting value)"),
+    ('{"schema_version": 2, "steps": [', "not valid JSON (line 1: Expecting value)"),
     ('{"figures": {}}', "not a cgprof JSON document (no schema_version)"),
-    ('{"schema_version": 1, "traces": [{}, {}]}', "holds 2 traces; give the JSON of one trace"),
-    ('{"schema_version": 1, "hello": 1}',
+    ('{"schema_version": 2, "traces": [{}, {}]}', "holds 2 traces; give the JSON of one trace"),
+    ('{"schema_version": 2, "hello": 1}',
      "not a cgprof analyze or baseline document (no steps)"),
-    ('{"schema_version": 1, "steps": {"steps": []}}',
+    ('{"schema_version": 2, "steps": {"steps": []}}',
      "written by a cgprof without the analysis window's coverage figures; re-run "
      "`cgprof analyze --json` on its trace"),
 ])

@@ -250,7 +250,7 @@ def test_baseline_from_multi_rank_analyze_json(tmp_path, rank_figures):
 ])
 def test_malformed_rank_baseline_exits_2(tmp_path, ranks, message):
     base = tmp_path / "b.json"
-    base.write_text('{"schema_version": 1, "kind": "cgprof-check-baseline", "ranks": '
+    base.write_text('{"schema_version": 2, "kind": "cgprof-check-baseline", "ranks": '
                     f'{ranks}}}')
     code, out = _cli(GRAPH, "--baseline", base)
     assert code == 2 and _error(out) == f"{base}: {message}"

@@ -237,7 +237,7 @@ def test_to_dict_is_json(eager_vs_graph):
     doc = eager_vs_graph.to_dict()
     text = json.dumps(doc, sort_keys=True, allow_nan=False)
     back = json.loads(text)
-    assert back["schema_version"] == 1
+    assert back["schema_version"] == 2
     assert back["kind"] == "cgprof.diff"
     assert back["labels"] == ["eager", "graph"]
     assert back["baseline"]["headline"]["launch_calls_per_step"] == 16.0

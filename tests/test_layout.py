@@ -45,5 +45,5 @@ def test_json_document_is_made_on_the_report_side(traces_dir):
 
     path = traces_dir / "mlp_infer_graph.sqlite"
     doc = result_to_dict(cgprof.analyze(path))
-    assert doc["schema_version"] == JSON_SCHEMA_VERSION == 1
+    assert doc["schema_version"] == JSON_SCHEMA_VERSION == 2
     assert doc["trace"]["kernels"] == len(cgprof.load(path).kernels)

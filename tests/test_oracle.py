@@ -127,7 +127,7 @@ def test_json_output_carries_the_three_summaries(db: Path, expected: Path, tmp_p
     res = CliRunner().invoke(main, ["analyze", str(db), "--json", str(out), "--quiet"])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     # the processes that are not ranks (torchrun's launcher) have API and NVTX summaries only
     others = doc["ranks"]["other_processes"] if "ranks" in doc else []
     docs = (doc["traces"] if "ranks" in doc else [doc]) + [
@@ -210,7 +210,7 @@ def test_json_whole_file_summaries_equal_nsys_stats(db: Path, expected: Path,
     assert proc.returncode == 0, proc.stderr
     assert ("read rank by rank" in proc.stderr) == (memory_limit is not None), proc.stderr
     doc = json.loads(out.read_text())
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     [whole] = doc["ranks"]["files"]
     assert whole["path"] == str(db)
     assert whole["pids"] == _processes(db)

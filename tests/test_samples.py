@@ -144,7 +144,9 @@ def test_json_is_valid_and_sorted(samples_dir, tmp_path):
     import json
 
     doc = json.loads(text)
-    assert list(doc) == sorted(doc)
+    # whether the trace is complete comes first, then the keys in order
+    assert list(doc) == ["completeness"] + sorted(k for k in doc if k != "completeness")
+    assert doc["completeness"]["complete"] is True
     assert doc["replays"]["node_level"] is False
     assert doc["steps"]["steps"][25]["kernels"] is None
     assert len(pd.DataFrame(doc["steps"]["steps"])) == 40

@@ -64,15 +64,21 @@ FIGURE_HELP = ("FIGURE is one of steps, step_p50_ns, step_p99_ns, launch_calls_p
 @click.option("--rank", "rank", type=click.IntRange(min=0), default=None, metavar="N",
               help="Check only rank N of a trace of several ranks (a single-process trace is "
                    "rank 0).")
+@click.option("--allow-incomplete", "allow_incomplete", is_flag=True,
+              help="Judge an incomplete trace (GPU records missing) on what it recorded: "
+                   "rules on its GPU figures are skipped instead of the check failing.")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
 @click.pass_context
 @engine_options
 @writing_in_background
 def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_path, step, skip,
-            json_out, junit_out, github, save_baseline, history, commit, rank, force,
-            quiet) -> None:
+            json_out, junit_out, github, save_baseline, history, commit, rank,
+            allow_incomplete, force, quiet) -> None:
     """Check TRACE's CUDA Graph health against rules; exit 0 pass, 1 fail, 2 bad input.
+
+    An incomplete trace (GPU records missing: cgprof analyze says what) fails the check
+    unless --allow-incomplete.
 
     A trace of several ranks (one report of a torchrun job) is checked rank by rank: every
     rule on each rank's own figures, against the baseline's rank of the same id; the run
@@ -151,7 +157,8 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
 
             write_atomic(save_baseline, json.dumps(doc, sort_keys=True, indent=1) + "\n", force)
         result = C.evaluate_run(rules, run, base_run, source=str(trace),
-                                baseline_source=None if baseline is None else str(baseline))
+                                baseline_source=None if baseline is None else str(baseline),
+                                allow_incomplete=allow_incomplete)
         raise_if_stopped()  # (a signal's: no report, no history row)
     except CgprofError as exc:
         raise ConfigProblem(str(exc)) from None
@@ -160,7 +167,7 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
     try:
         if json_out == "-":
             click.echo(R.render_json(result), nl=False)
-        elif rules:
+        elif rules or result.incomplete:
             click.echo(R.render_text(result), nl=False)
         if github and rules:
             click.echo(R.render_github(result), nl=False)

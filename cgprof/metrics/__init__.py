@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.engine import InThread, release_arrow_pool, release_memory
+from cgprof.metrics.completeness import CompletenessResult, completeness, graph_check_mode
 from cgprof.metrics.coverage import (
     CoverageResult,
     StepLaunches,
@@ -59,6 +60,9 @@ class AnalysisResult:
     verdict         headline and what-if estimate, over the window steps (Verdict)
     windows         (a chunked analysis's, when asked) the totals of windows of steps that
                     views of it read (cgprof.metrics.windows.WindowTotals)
+    completeness    whether the GPU side is all there, and what is missing
+                    (cgprof.metrics.completeness.CompletenessResult): where it is not, the
+                    reports mark the GPU figures unavailable and the verdict leaves them out
 
     The analysis window is the steady state: the steps after --skip that are neither warm-up
     nor a capture before the first replay. Every table and figure covers it except the three
@@ -85,6 +89,7 @@ class AnalysisResult:
     #: (cgprof.metrics.windows.WindowTotals; cgprof.metrics.chunked.analyze_path's
     #: ``windows``), what its views read in place of the rows it does not keep
     windows: tuple[Any, ...] = ()
+    completeness: CompletenessResult | None = None
 
     def light(self, gap_limit: int | None = None) -> AnalysisResult:
         """The same result without the loaded trace, the call-to-step map and the gaps over
@@ -261,6 +266,11 @@ def analyze(
     # The calls without the columns the trace derives (tid, dur_ns: cgprof.trace.DERIVED),
     # made where read, at the rows read: 10M calls hold 160 MB less.
     calls = api_calls(trace, derived=False)
+    # (no stage of its own on the progress bar: ~10 ms on the shipped traces)
+    complete = completeness(calls, trace.stored("kernels"), trace.memcpy, trace.memset,
+                            trace.graph_trace, graph_check_mode(
+                                trace.meta.graph_trace_mode, trace.meta.graph_trace_mode_source,
+                                len(trace.graph_trace)), trace.meta.diagnostics)
     ops = gpu_ops(trace)
     say("cutting steps")
     steps = compute_steps(trace, calls, ops, step=step, skip=skip)
@@ -331,7 +341,8 @@ def analyze(
     gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
-                graph_trace_mode=trace.meta.graph_trace_mode, launches=launches)
+                graph_trace_mode=trace.meta.graph_trace_mode, launches=launches,
+                step_source=steps.source, gpu_unavailable=complete.reason)
     del launches
     steps.lookup = None  # the analysis's own (its table is not kept in the result)
     if aside is not None:
@@ -341,6 +352,7 @@ def analyze(
     # time; a trace under engine.RELEASE_MIN_ROWS rows keeps its heap).
     release_memory(len(trace.stored("kernels")) + len(trace.stored("runtime")))
     info = _info(trace, calls, ranges, steps, window, win_steps)
+    info["incomplete"] = list(complete.missing)
     return AnalysisResult(
         info=info,
         launches=launch_table,
@@ -352,6 +364,7 @@ def analyze(
         trace=trace,
         coverage=coverage,
         step_gaps=step_gaps if step_gaps is not None else gaps.gaps,
+        completeness=complete,
     )
 
 

@@ -30,6 +30,13 @@ from cgprof import engine as E
 from cgprof.engine import release_memory
 from cgprof.metrics import AnalysisResult, trace_info
 from cgprof.metrics import launches as L
+from cgprof.metrics.completeness import (
+    completeness_partial,
+    graph_check_mode,
+    merge_completeness,
+    open_capture,
+    recording_span,
+)
 from cgprof.metrics.coverage import (
     CoverageResult,
     StepLaunches,
@@ -310,6 +317,7 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     ranges = inst.ranges
     nvtx_table = nvtx_summary(light, ranges)
     in_capture = calls["in_capture"].to_numpy(dtype=bool)
+    captured = open_capture(calls)  # over every call: a capture may open in an earlier chunk
     # what the gap sweep reads of the calls: their narrow columns, kept
     narrow = calls[["pid", "corr_id", "start_ns", "end_ns", "name", "family"]]
     processes = sorted(int(p) for p in distinct_pids(calls["pid"]))
@@ -324,6 +332,10 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     del calls, corr, light
     release_memory(n_calls)
     node_level = meta.graph_trace_mode != "graph" and n_graph_rows == 0
+    graph_check = graph_check_mode(meta.graph_trace_mode, meta.graph_trace_mode_source,
+                                   n_graph_rows)
+    recording = recording_span(meta.diagnostics)
+    complete_parts = []
     families = StepFamilies(len(inst.table)) if windows is not None else None
 
     say("measuring the steps a chunk at a time")
@@ -353,9 +365,14 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
         if len(k_rows) != len(kernels_c):
             raise AssertionError("cgprof: a chunk's kernels are not those planned")
         parts.add(st, cs, calls_c, ops_c, kernels_c, k_rows, node_level)
+        complete_parts.append(completeness_partial(
+            calls_c, kernels_c, sub.memcpy, sub.memset, sub.graph_trace, graph_check,
+            recording, captured[c.r0:c.r1]))
         del sub, calls_c, ops_c, st, cs, kernels_c, k_rows
         release_memory(n_calls)  # the chunk's frames, before the next one is read
-    del k_corr, in_capture
+    del k_corr, in_capture, captured
+    complete = merge_completeness(complete_parts, graph_check, meta.diagnostics)
+    del complete_parts
     steps = inst.result(parts.steps(), _no_call_steps(), None)
     if not steps.steps["in_window"].any():
         return None  # every step warm-up or capture: the window is every step (whole path)
@@ -387,16 +404,19 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     win_steps = steps.window_steps()
     coverage = parts.coverage(early)
     v = verdict(win_steps, replays, coverage, graph_trace_mode=meta.graph_trace_mode,
-                partial=parts.verdict())
+                partial=parts.verdict(), step_source=steps.source,
+                gpu_unavailable=complete.reason)
     info = trace_info(path, meta, gpus, processes, n_kernels, n_graph_rows, n_calls,
                       len(ranges), steps, window, win_steps)
+    info["incomplete"] = list(complete.missing)
     return AnalysisResult(info=info, launches=parts.launches(), api_summary=api_table,
                           kernel_summary=kernel_table, nvtx_summary=nvtx_table, gaps=gaps,
                           replays=replays, steps=steps, verdict=v,
                           # no trace: a light result's (AnalysisResult.light)
                           trace=None,  # type: ignore[arg-type]
                           coverage=coverage, step_gaps=gaps.gaps.iloc[0:0].copy(),
-                          windows=asked.totals() if asked is not None else ())
+                          windows=asked.totals() if asked is not None else (),
+                          completeness=complete)
 
 
 #: What a caller asks of :func:`analyze_path` for its views: given the step table, the step

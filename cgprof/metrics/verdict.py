@@ -34,6 +34,13 @@ fixed cost of a graph launch on bare metal (about two eager launches), and NODE_
 median inter-node gap. None is fitted to the eager/graphed pairs' speedups. When the trace
 holds node-level replays of its own, their median node gap replaces NODE_GAP_NS. The
 assumptions are printed with the estimate.
+
+No estimate without its evidence (``estimate_unavailable`` says why): none where the step
+is the whole trace (no repeating step to graph), where the eager steps launch no kernel
+(nothing for a graph to collapse), where they hold no GPU work, or where the trace is
+incomplete (cgprof.metrics.completeness: its GPU figures are not recorded). An incomplete
+trace's verdict keeps its host side (step times, launch calls per step) and leaves out every
+GPU figure (busy %, launch-bound steps, replay compactness): kind "incomplete".
 """
 
 from __future__ import annotations
@@ -71,10 +78,10 @@ DEFAULT_HOST_LAUNCH_NS = 7_000
 class Verdict:
     """Numbers behind the headline, and the headline itself (``lines``)."""
 
-    kind: str  # "launch-bound", "not launch-bound", "graphed", "no steps"
+    kind: str  # "launch-bound", "not launch-bound", "graphed", "incomplete", "no steps"
     eager_steps: int = 0
     graph_steps: int = 0
-    launch_bound_steps: int = 0
+    launch_bound_steps: int | None = 0
     eager_step_p50_ns: float | None = None
     graph_step_p50_ns: float | None = None
     measured_speedup: float | None = None
@@ -85,6 +92,10 @@ class Verdict:
     replay_compactness_p50: float | None = None
     estimated_graph_step_ns: float | None = None
     estimated_speedup: float | None = None
+    #: why there is no estimate (None: there is one, or there are no eager steps)
+    estimate_unavailable: str | None = None
+    #: why the GPU figures are left out (cgprof.metrics.completeness; None: recorded)
+    gpu_unavailable: str | None = None
     assumptions: dict[str, float] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
 
@@ -324,6 +335,8 @@ def verdict(
     graph_trace_mode: str | None = None,
     launches: StepLaunches | None = None,
     partial: VerdictPartial | None = None,
+    step_source: str | None = None,
+    gpu_unavailable: str | None = None,
 ) -> Verdict:
     """Summarise the window's steps into a verdict (see module doc for the estimate).
 
@@ -333,7 +346,9 @@ def verdict(
     :class:`~cgprof.metrics.coverage.StepLaunches` of ``steps``, when the caller has them;
     partial: instead of calls, call_steps and launches (then not read), what the verdict reads
     of them, for a caller without a frame of every call (the chunked analysis: the
-    :func:`merge_verdict_partials` of each chunk's :func:`verdict_partial`).
+    :func:`merge_verdict_partials` of each chunk's :func:`verdict_partial`). step_source:
+    the steps' (``StepResult.source``; "whole-trace": no estimate); gpu_unavailable: why the
+    trace's GPU figures are not recorded (an incomplete trace), None when they are.
     """
     if steps.empty:
         return Verdict(kind="no steps", lines=["no steps to judge"])
@@ -341,7 +356,8 @@ def verdict(
     is_eager, is_graph = mode == "eager", mode == "graph"
     steps = steps[_STEP_COLUMNS]  # the columns read here, not all of the step table's
     eager, graph = steps[is_eager], steps[is_graph]
-    v = Verdict(kind="", eager_steps=len(eager), graph_steps=len(graph))
+    v = Verdict(kind="", eager_steps=len(eager), graph_steps=len(graph),
+                gpu_unavailable=gpu_unavailable)
     v.launch_bound_steps = int(eager["launch_bound"].sum())
     # effective_ns: a graphed step's host range ends long before its replay does.
     v.eager_step_p50_ns = _p50(eager["effective_ns"])
@@ -377,6 +393,8 @@ def verdict(
         "graph_launch_per_node_ns": GRAPH_LAUNCH_PER_NODE_H * h,
     }
     if len(eager):
+        v.estimate_unavailable = _no_estimate(eager, step_source, gpu_unavailable)
+    if len(eager) and v.estimate_unavailable is None:
         pre = _pre_launch_ns(eager, first[is_eager])
         est = estimate_graphed(eager, pre, h, gap)
         v.assumptions["kept_host_ns_p50"] = float(np.median(pre))
@@ -384,15 +402,27 @@ def verdict(
         v.estimated_graph_step_ns = float(np.median(est))
         if v.eager_step_p50_ns:
             v.estimated_speedup = v.eager_step_p50_ns / v.estimated_graph_step_ns
+    if gpu_unavailable is not None:
+        v.launch_bound_steps = None
+        v.eager_busy_pct_p50 = v.graph_busy_pct_p50 = v.replay_compactness_p50 = None
 
     lines = []
-    if len(eager):
-        lb = v.launch_bound_steps
+    if len(eager) and gpu_unavailable is not None:
+        v.kind = "incomplete"
+        lines.append(
+            f"eager steps: {len(eager)}: step p50 {_us(v.eager_step_p50_ns)}, "
+            f"{_calls(v.eager_launches_per_step)} per step; launch-bound or not and GPU busy: "
+            "unavailable: not recorded (the trace is incomplete)")
+    elif len(eager):
+        lb = int(v.launch_bound_steps or 0)
         v.kind = "launch-bound" if lb * 2 > len(eager) else "not launch-bound"
         lines.append(
             f"eager steps: {v.kind} ({lb} of {len(eager)} steps): step p50 "
             f"{_us(v.eager_step_p50_ns)}, GPU busy {v.eager_busy_pct_p50 or 0:.0f}% of it, "
             f"{_calls(v.eager_launches_per_step)} per step")
+    if len(eager) and v.estimate_unavailable is not None:
+        lines.append(f"if graphed (estimate): none: {v.estimate_unavailable}")
+    elif len(eager):
         lines.append(
             f"if graphed (estimate): ~{_us(v.estimated_graph_step_ns)} per step, "
             f"~{v.estimated_speedup or 0:.1f}x")
@@ -407,7 +437,13 @@ def verdict(
             f"back to back {gap / 1000:.2f} us apart ({gap_source}); host work before each "
             f"step's first launch stays ({_us(a['kept_host_ns_p50'])} p50), Python between "
             f"launches goes")
-    if len(graph):
+    if len(graph) and gpu_unavailable is not None:
+        v.kind = "incomplete"
+        lines.append(
+            f"graphed steps: {len(graph)}: step p50 {_us(v.graph_step_p50_ns)}, "
+            f"{_calls(v.graph_launches_per_step)} per step; GPU busy and replay compactness: "
+            "unavailable: not recorded (the trace is incomplete)")
+    elif len(graph):
         if not len(eager):
             v.kind = "graphed"
         compact = ("" if v.replay_compactness_p50 is None
@@ -416,7 +452,7 @@ def verdict(
             f"graphed steps: {len(graph)}: step p50 {_us(v.graph_step_p50_ns)}, GPU busy "
             f"{v.graph_busy_pct_p50 or 0:.0f}% of it, {_calls(v.graph_launches_per_step)} "
             f"per step{compact}")
-    if coverage is not None:
+    if coverage is not None and gpu_unavailable is None:
         lines.extend(_coverage_lines(coverage, graph))
     if v.measured_speedup is not None:
         lines.append(
@@ -428,6 +464,21 @@ def verdict(
         lines.append("only warm-up and capture steps: nothing steady to judge (see --skip)")
     v.lines = lines
     return v
+
+
+def _no_estimate(eager: pd.DataFrame, step_source: str | None,
+                 gpu_unavailable: str | None) -> str | None:
+    """Why the eager steps get no what-if estimate, or None when they have its evidence."""
+    if gpu_unavailable is not None:
+        return "the trace is incomplete: its GPU figures are not recorded"
+    if step_source == "whole-trace":
+        return ("the step is the whole trace: there is no repeating step to graph (mark "
+                "steps, or pass --step)")
+    if not (eager["kernel_launches"].to_numpy() > 0).any():
+        return "the steps launch no kernel: nothing for a graph to collapse"
+    if not (eager["gpu_ops"].fillna(0).to_numpy() > 0).any():
+        return "the steps hold no GPU activity: nothing for a graph to replay"
+    return None
 
 
 def _steps_list(steps: list[int], limit: int = 8) -> str:

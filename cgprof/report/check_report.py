@@ -41,7 +41,7 @@ def render_text(result: CheckResult) -> str:
         head += f" ({_ranks_text(result)})"
     if result.baseline_source:
         head += f" against {result.baseline_source}"
-    lines = [head] + [f"note: {n}" for n in result.notes]
+    lines = [head] + incomplete_lines(result) + [f"note: {n}" for n in result.notes]
     width = max((len(r.rule.name) for r in result.results), default=0)
     rank_w = max((len(_rank_label(r)) for r in result.results), default=0)
     for r in result.results:
@@ -63,6 +63,20 @@ def render_text(result: CheckResult) -> str:
     lines.append(f"{verdict}: {what}, {c['pass']} passed, "
                  f"{c['fail']} failed, {c['skip']} skipped")
     return "\n".join(lines) + "\n"
+
+
+def incomplete_lines(result: CheckResult) -> list[str]:
+    """The first lines of a check of an incomplete trace: that it fails (or is judged on its
+    host side, with --allow-incomplete), and what each incomplete rank lacks."""
+    out = []
+    for rank, missing in result.incomplete.items():
+        who = f" (rank {rank})" if result.multi else ""
+        how = ("judged on what it recorded (--allow-incomplete): rules on its GPU figures "
+               "are skipped" if result.allow_incomplete else
+               "the check fails (--allow-incomplete judges what it recorded)")
+        out.append(f"INCOMPLETE TRACE{who}: GPU records are missing; {how}")
+        out += [f"  missing: {m}" for m in missing]
+    return out
 
 
 def _rule_dict(r: RuleResult) -> dict[str, Any]:
@@ -88,6 +102,8 @@ def to_dict(result: CheckResult) -> dict[str, Any]:
         "figures": result.figures if not result.multi else None,
         "baseline_figures": result.baseline_figures,
         "rules": [_rule_dict(r) for r in result.results],
+        "incomplete": {str(k): v for k, v in result.incomplete.items()},
+        "allow_incomplete": result.allow_incomplete,
     }
     if result.ranks is not None:
         base = result.baseline_ranks or {}
@@ -110,6 +126,16 @@ def render_junit(result: CheckResult) -> str:
     suite = ET.SubElement(suites, "testsuite", name=f"cgprof check {result.source}",
                           tests=str(len(result.results)), failures=str(c["fail"]),
                           errors="0", skipped=str(c["skip"]))
+    for rank, missing in result.incomplete.items():
+        case = ET.SubElement(suite, "testcase", classname="cgprof.check",
+                             name=f"rank {rank}: completeness" if result.multi
+                             else "completeness", file=result.source)
+        text = "; ".join(missing)
+        if result.allow_incomplete:
+            ET.SubElement(case, "skipped", message=f"incomplete trace: {text}")
+        else:
+            ET.SubElement(case, "failure", message=f"incomplete trace: {text}",
+                          type="TraceIncomplete").text = text
     for r in result.results:
         name = r.rule.name if r.rank is None else f"rank {r.rank}: {r.rule.name}"
         case = ET.SubElement(suite, "testcase", classname="cgprof.check", name=name,
@@ -136,6 +162,13 @@ def _gh_prop(text: str) -> str:
 def render_github(result: CheckResult) -> str:
     """GitHub Actions workflow commands: one ``::error`` per failed rule, then a notice."""
     lines = []
+    if result.incomplete and not result.allow_incomplete:
+        for rank_id, missing in result.incomplete.items():
+            who = f"rank {rank_id}: " if result.multi else ""
+            lines.append(f"::error file={_gh_prop(result.source)},"
+                         f"title={_gh_prop('cgprof check: incomplete trace')}::"
+                         f"{_gh_data(who)}"
+                         f"{_gh_data('; '.join(missing))}")
     for r in result.failed:
         rank = "" if r.rank is None else f"rank {r.rank}: "
         lines.append(f"::error file={_gh_prop(result.source)},"

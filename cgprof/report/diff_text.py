@@ -38,7 +38,7 @@ def render(d: DiffResult) -> str:
     a, b = d.baseline, d.candidate
     ha, hb = a.headline, b.headline
     out = [f"== {la}: {a.path}, {a.describe()}",
-           f"== {lb}: {b.path}, {b.describe()}", ""]
+           f"== {lb}: {b.path}, {b.describe()}", *d.incomplete_lines(), ""]
     out.append(d.lines[0])
     out.append("")
     rows = [

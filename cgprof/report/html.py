@@ -422,6 +422,9 @@ def _fig(fid: str) -> str:
 def _single_headline(result: AnalysisResult) -> tuple[str, str]:
     """(headline text, css class) from the analysis verdict."""
     v = result.verdict
+    if v.gpu_unavailable is not None:
+        return ("Incomplete trace: GPU records are missing, so its GPU figures are "
+                "unavailable: not recorded", "bad")
     if v.measured_speedup is not None:
         good = v.measured_speedup >= 1
         return (f"Graphed steps are {v.measured_speedup:.2f}x "
@@ -449,6 +452,8 @@ def render_single(result: AnalysisResult, max_events: int = F.DEFAULT_MAX_EVENTS
     figs, w = _figures((v,), max_events, parts)
     data = _figure_payload(figs, (v,), w)
     head, cls = _single_headline(result)
+    c = result.completeness
+    banner = "" if c is None or c.complete else _incomplete_banner({"": c.missing})
     if parts is None:
         h = v.headline
         cards = "".join([
@@ -487,7 +492,7 @@ def render_single(result: AnalysisResult, max_events: int = F.DEFAULT_MAX_EVENTS
     kicker = ("" if parts is None else ' \u00b7 this trace holds both: charts compare its '
               '<span class="b">eager steps</span> with its <span class="c">graphed steps</span>')
     body = f"""<header class="top">
-<div class="kicker">cgprof analyze \u00b7 {esc(v.path)}{kicker}</div>
+{banner}<div class="kicker">cgprof analyze \u00b7 {esc(v.path)}{kicker}</div>
 <h1 id="cgprof-verdict" class="verdict {cls}">{esc(head)}</h1>
 <ul class="sub">{lines}</ul>
 <div class="cards">{cards}</div>
@@ -519,6 +524,19 @@ def render_single(result: AnalysisResult, max_events: int = F.DEFAULT_MAX_EVENTS
     return _page(f"cgprof: {v.path}", body, data)
 
 
+def _incomplete_banner(missing: dict[str, list[str]]) -> str:
+    """The banner atop the page of an incomplete trace (label -> what is missing; label ""
+    for the one run of an analysis page)."""
+    items = []
+    for label, lines in missing.items():
+        who = f" ({esc(label)})" if label else ""
+        items.append(f"<p><b>Incomplete trace{who}</b>: GPU records are missing, so its GPU "
+                     "figures (busy, idle, replay compactness, graph coverage, the estimate) "
+                     "are unavailable: not recorded; the host side is shown as recorded.</p>"
+                     + "<ul>" + "".join(f"<li>{esc(m)}</li>" for m in lines) + "</ul>")
+    return f'<div id="cgprof-incomplete" class="banner">{"".join(items)}</div>\n'
+
+
 def _share(v: Any) -> str:
     return "-" if v is None else f"{100.0 * float(v):.1f}%"
 
@@ -527,6 +545,9 @@ def _coverage_block(result: AnalysisResult) -> str:
     """Graph coverage of the analysis window and what partially graphed steps still run eagerly."""
     c = result.coverage
     s = c.summary
+    if result.completeness is not None and not result.completeness.complete:
+        return (f'<p id="cgprof-coverage" class="hint">Graph coverage of the {s["steps"]} '
+                "window steps: unavailable: not recorded (the trace is incomplete).</p>")
     text = (f"Graph coverage of the {s['steps']} window steps: kernels inside replays "
             f"{_share(s['graph_kernel_share'])}, GPU time inside replays "
             f"{_share(s['graph_gpu_share'])}; re-captures {s['recaptures']}, fallbacks "
@@ -571,8 +592,10 @@ def render_diff(d: DiffResult, max_events: int = F.DEFAULT_MAX_EVENTS) -> str:
               esc(work_summary(d)), "warn" if bad else ("" if unknown else "ok")),
     ])
     more = "".join(f"<li>{esc(line)}</li>" for line in d.lines[1:])
+    gone = d.incomplete()
+    banner = _incomplete_banner(gone) if gone else ""
     body = f"""<header class="top">
-<div class="kicker">cgprof diff \u00b7 <span class="b">{esc(la)}</span> (baseline) vs
+{banner}<div class="kicker">cgprof diff \u00b7 <span class="b">{esc(la)}</span> (baseline) vs
 <span class="c">{esc(lb)}</span> (candidate), aligned step by step</div>
 <h1 id="cgprof-verdict" class="verdict {cls}">{esc(head)}</h1>
 <div class="sub">{esc(sub)} \u00b7 step time = the longer of host range and GPU span</div>

@@ -299,9 +299,12 @@ def result_to_dict(result: Any, _lazy: bool = False, all_gaps: bool = False) -> 
     limit = None if all_gaps else GAP_LIST_LIMIT
 
     g, r, s = result.gaps, result.replays, result.steps
-    return {
+    c = getattr(result, "completeness", None)
+    gone = None if c is None or c.complete else c.reason
+    doc = {
         "schema_version": JSON_SCHEMA_VERSION,
         "cgprof_version": __version__,
+        "completeness": completeness_dict(c, table),
         "trace": {k: _scalar(v) if not isinstance(v, (list, dict)) else v
                   for k, v in result.info.items()},
         "verdict": {k: _scalar(v) if not isinstance(v, (list, dict)) else v
@@ -341,8 +344,56 @@ def result_to_dict(result: Any, _lazy: bool = False, all_gaps: bool = False) -> 
             "total_instances": s.total_instances,
             "rule": s.rule,
             "candidates": table(s.candidates),
-            "steps": table(s.steps),
+            "steps": table(s.steps if gone is None else _without_gpu(s.steps)),
         },
+    }
+    if gone is not None:
+        # an incomplete trace's GPU figures: null, and why (docs/reports.md)
+        doc["gpu"] = None
+        doc["replays"]["summary"] = doc["replays"]["cost_model"] = None
+        for k in ("graph_kernel_share", "graph_gpu_share"):
+            doc["coverage"]["summary"][k] = None
+        doc["unavailable"] = {key: gone for key in UNAVAILABLE_KEYS}
+    return doc
+
+
+#: Where an incomplete trace's document holds null for a GPU figure it cannot support (the
+#: keys of its ``unavailable``, each with the reason): dotted paths, ``[]`` for a column of
+#: every row of a table.
+UNAVAILABLE_KEYS = (
+    "gpu", "replays.summary", "replays.cost_model", "coverage.summary.graph_kernel_share",
+    "coverage.summary.graph_gpu_share", "verdict.launch_bound_steps",
+    "verdict.eager_busy_pct_p50", "verdict.graph_busy_pct_p50",
+    "verdict.replay_compactness_p50", "verdict.estimated_graph_step_ns",
+    "verdict.estimated_speedup",
+    *(f"steps.steps[].{c}" for c in (
+        "gpu_busy_ns", "gpu_idle_ns", "compactness", "busy_pct", "launch_wait_ns",
+        "launch_bound", "graph_gpu_ns", "eager_gpu_ns")))
+
+
+def _without_gpu(steps: pd.DataFrame) -> pd.DataFrame:
+    """The step table with the GPU figures an incomplete trace cannot support set to null."""
+    cols = [k.rsplit(".", 1)[1] for k in UNAVAILABLE_KEYS if k.startswith("steps.steps[].")]
+    return steps.assign(**{c: pd.Series([None] * len(steps), dtype=object, index=steps.index)
+                           for c in cols if c in steps.columns})
+
+
+def completeness_dict(c: Any, table: Any = frame_records) -> dict[str, Any] | None:
+    """The document's ``completeness`` (cgprof.metrics.completeness.CompletenessResult);
+    None for a result made without one."""
+    if c is None:
+        return None
+    return {
+        "complete": bool(c.complete), "missing": list(c.missing), "reason": c.reason,
+        "kernel_launches": c.kernel_launches,
+        "kernel_launches_unrecorded": c.kernel_launches_unrecorded,
+        "graph_check": c.graph_check, "graph_launches": c.graph_launches,
+        "graph_launches_unrecorded": c.graph_launches_unrecorded,
+        "replays_short": c.replays_short, "replay_nodes_missing": c.replay_nodes_missing,
+        "graphs": table(c.graphs), "impossible_times": table(c.impossible_times),
+        "recording": None if c.recording is None else {"start_ns": c.recording[0],
+                                                       "stop_ns": c.recording[1]},
+        "dropped": list(c.dropped),
     }
 
 
@@ -408,8 +459,17 @@ def _dump(doc: Any) -> Iterator[str]:
             return f"\x00table{len(tables) - 1}\x00"
         raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
-    text = json.dumps(_long_lists(doc), sort_keys=True, indent=1, allow_nan=False,
-                      default=placeholder)
+    first = doc.get("completeness") if isinstance(doc, dict) else None
+    if first is not None:
+        # whether the trace is complete comes first in the document (then the keys sorted)
+        lead = json.dumps({"completeness": _long_lists(first)}, sort_keys=True, indent=1,
+                          allow_nan=False, default=placeholder)
+        rest = json.dumps(_long_lists({k: v for k, v in doc.items() if k != "completeness"}),
+                          sort_keys=True, indent=1, allow_nan=False, default=placeholder)
+        text = lead[:-2] + ",\n" + rest[2:]
+    else:
+        text = json.dumps(_long_lists(doc), sort_keys=True, indent=1, allow_nan=False,
+                          default=placeholder)
     parts = text.split('"\\u0000table')
     before = parts[0]
     yield before

@@ -53,6 +53,28 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "
     return "\n".join(lines)
 
 
+def unavailable(result: Any) -> str | None:
+    """Why the result's GPU figures are not shown (its trace is incomplete:
+    cgprof.metrics.completeness), None when they are recorded."""
+    c = getattr(result, "completeness", None)
+    return None if c is None or c.complete else c.reason
+
+
+#: What stands in for a GPU figure an incomplete trace cannot support.
+NOT_RECORDED = "unavailable: not recorded"
+
+
+def incomplete_lines(result: Any) -> list[str]:
+    """The first lines of an incomplete trace's report: that it is, and what is missing."""
+    c = getattr(result, "completeness", None)
+    if c is None or c.complete:
+        return []
+    return (["INCOMPLETE TRACE: GPU records are missing, so its GPU figures (busy, idle, "
+             "replay compactness, graph coverage, the estimate) are unavailable: not recorded; "
+             "the host side is shown as recorded"]
+            + [f"  missing: {m}" for m in c.missing])
+
+
 def render(result: Any) -> str:
     """The summary of one analysed trace."""
     info = result.info
@@ -60,6 +82,7 @@ def render(result: Any) -> str:
     gpus = ", ".join(f"{g['device_id']}: {g['name']}" for g in info["gpus"]) or "unknown"
     mode = info["graph_trace_mode"] or "unknown"
     out.append(f"== {info['path']}")
+    out.extend(incomplete_lines(result))
     out.append(
         f"nsys {info['nsys_version'] or 'unknown'} (export schema "
         f"{info['schema_version'] or 'unknown'}), --cuda-graph-trace={mode} "
@@ -133,6 +156,8 @@ def _gaps(result: Any) -> list[str]:
     g = result.gaps
     out = ["GPU busy and idle (analysis window)" if result.steps.source != "whole-trace"
            else "GPU busy and idle (first to last GPU operation)"]
+    if unavailable(result):
+        return [out[0] + f": {NOT_RECORDED} (the trace is incomplete)"]
     if g.devices.empty:
         return out + ["  no GPU activity in the window"]
     rows = [[int(d.device_id), fmt_us(d.window_ns), fmt_us(d.busy_ns), fmt_num(d.idle_pct, 1),
@@ -159,6 +184,13 @@ def _replays(result: Any) -> list[str]:
     s = r.summary
     out = [f"Graph replays launched in window steps: {n}" + ("" if r.node_level else
                                     " (graph-granularity trace: node figures unavailable)")]
+    if unavailable(result):
+        m = s["api_dur_ns"]
+        out.append(table(["", "p50", "p99", "min", "max"], [
+            ["launch call host us", fmt_us(m["p50"]), fmt_us(m["p99"]), fmt_us(m["min"]),
+             fmt_us(m["max"])]]))
+        return out + [f"  replay span, busy, compactness and nodes: {NOT_RECORDED} (the trace "
+                      "is incomplete)"]
     rows = []
     for key, label, conv in (
         ("api_dur_ns", "launch call host us", fmt_us), ("latency_ns", "launch to first work us",
@@ -213,14 +245,16 @@ def _coverage(result: Any) -> list[str]:
     """Graph coverage of the window steps and, when some still run eagerly, what."""
     c = result.coverage
     s = c.summary
-    out = [f"Graph coverage (window steps): kernels inside replays {_pct(s['graph_kernel_share'])}"
-           f", GPU time inside replays {_pct(s['graph_gpu_share'])}; per step p50: "
+    shares = (f"kernels and GPU time inside replays {NOT_RECORDED}" if unavailable(result) else
+              f"kernels inside replays {_pct(s['graph_kernel_share'])}, GPU time inside replays "
+              f"{_pct(s['graph_gpu_share'])}")
+    out = [f"Graph coverage (window steps): {shares}; per step p50: "
            f"{s['kernel_launches_per_step_p50']:.0f} kernel launches, "
            f"{s['graph_launches_per_step_p50']:.0f} graph launches, "
            f"{s['memcpy_calls_per_step_p50']:.0f} memcpy calls, "
            f"{s['sync_calls_per_step_p50']:.0f} sync calls; re-captures {s['recaptures']}, "
            f"fallbacks {s['fallbacks']}"]
-    if s["partial_steps"] and len(c.eager_top):
+    if s["partial_steps"] and len(c.eager_top) and not unavailable(result):
         out.append("  still eager in partially graphed steps (per window step):")
         rows = [[_short(r.name), fmt_num(float(r.kernels), 2), fmt_us(r.gpu_ns, 2), r.launch_api,
                  fmt_us(r.launch_host_ns, 2)]
@@ -248,14 +282,19 @@ def _steps(result: Any) -> list[str]:
                          "gpu_busy_ns", "gpu_idle_ns", "compactness", "launch_bound",
                          "recapture", "fallback"], at)
     rows = []
+    gone = unavailable(result) is not None
+    if gone:
+        out[0] += "; GPU busy, idle, compact, launch-bound: n/a, not recorded"
     for i, r in enumerate(shown):
         if cut and i == HEAD_TAIL:
             rows.append(["..."] + [""] * 14)
         rows.append([
             r.step, r.group or "-", r.mode, "yes" if r.in_window else "no", fmt_us(r.dur_ns),
             fmt_us(r.effective_ns), r.kernel_launches, r.graph_launches, fmt_num(r.kernels),
-            fmt_num(r.graph_kernels), fmt_us(r.gpu_busy_ns), fmt_us(r.gpu_idle_ns),
-            fmt_num(r.compactness, 3), "yes" if r.launch_bound else "no",
+            fmt_num(r.graph_kernels), "n/a" if gone else fmt_us(r.gpu_busy_ns),
+            "n/a" if gone else fmt_us(r.gpu_idle_ns),
+            "n/a" if gone else fmt_num(r.compactness, 3),
+            "n/a" if gone else "yes" if r.launch_bound else "no",
             ", ".join(x for x, on in (("recapture", r.recapture), ("fallback", r.fallback)) if on)
             or "-",
         ])
