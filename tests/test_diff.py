@@ -352,6 +352,8 @@ def test_window_gaps_made_when_read(path, analysed):
 
 #: Eager traces recorded with cudnn.benchmark on (make_traces.sh): their graphed twin may use
 #: other convolution kernels.
+#: Eager runs that free their gradients each step, where the graphed twin keeps them.
+KEPT_GRADS = {"plain_train_eager"}
 AUTOTUNED = {"resnet18_infer_eager"}
 #: Eager traces whose graphed twin captured RNG ops (dropout).
 RNG_GRAPHS = {"transformer_train_eager"}
@@ -393,6 +395,13 @@ def test_eager_vs_graphed_pairs(pair, analysed):
         assert list(changed["status"]) == ["extra"]
         assert changed["cand_per_step"].tolist() == [2.0]
         changed = changed[~fills]
+    if pair[0].stem in KEPT_GRADS:
+        # A captured step keeps its gradient buffers (zero_grad(set_to_none=False)): each
+        # replay zeroes them and backward adds into them, where eager frees them instead.
+        kept = changed["name"].str.contains("FillFunctor<float>|CUDAFunctor_add<float>")
+        assert kept.all(), list(changed["name"])
+        assert set(changed["status"]) <= {"extra", "more"}
+        changed = changed[~kept]
     if pair[0].stem in AUTOTUNED:
         assert changed["name"].str.contains("fprop|conv", case=False).all(), list(changed["name"])
         assert changed["base_instances"].sum() == changed["cand_instances"].sum()
