@@ -118,6 +118,13 @@ def test_step_auto_rule_picks_an_alternative() -> None:
         assert says in res.stderr and "Traceback" not in res.stderr
 
 
+def test_rules_name_the_launch_families() -> None:
+    from cgprof.metrics import launches, launchsteps
+
+    assert set(launchsteps._RULE_OF_FAMILY) <= set(launches.FAMILIES)
+    assert set(launchsteps._RULE_OF_FAMILY.values()) == set(launchsteps.RULES)
+
+
 def test_launch_steps_read_in_chunks_equal_read_whole() -> None:
     path = TRACES / "plain_train_graph.sqlite"
     whole = cgprof_in_process(["analyze", str(path), "--json", "-"], cache=False)

@@ -67,7 +67,6 @@ import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
-from cgprof.metrics import launches as L
 from cgprof.trace import Trace, column
 
 RULES = ("graph", "kernel", "copy", "sync")
@@ -81,8 +80,10 @@ FINER_SHARE = 0.8
 #: Per process, the threads with the most such calls that are tried.
 THREADS_TRIED = 4
 
-_RULE_OF_FAMILY = {L.GRAPH_LAUNCH: "graph", L.KERNEL_LAUNCH: "kernel", L.MEMCPY: "copy",
-                   L.MEMSET: "copy", L.SYNC: "sync"}
+#: The rule of each family of cgprof.metrics.launches (its names, not imported: the
+#: families come with the calls this module is given).
+_RULE_OF_FAMILY = {"graph_launch": "graph", "kernel_launch": "kernel", "memcpy": "copy",
+                   "memset": "copy", "sync": "sync"}
 
 INSTANCE_COLUMNS = ["start_ns", "end_ns", "dur_ns", "event_type", "global_tid", "pid", "tid",
                     "payload", "text", "domain", "name", "warmup"]
