@@ -359,6 +359,19 @@ def _stride(steady: np.ndarray, first: int) -> int:
     return int(step[0]) if (step == step[0]).all() and step[0] >= 2 else 0
 
 
+def _completes(codes: np.ndarray, at: int, m: int, last: int, n: int) -> int:
+    """How many calls from ``last`` hold every call of the steady segment at ``at`` (of
+    length ``m``), within 2 * m calls, or 0."""
+    rest = codes[last:min(n, last + 2 * m)]
+    want = pd.Series(codes[at:at + m]).value_counts()
+    seen = pd.Series(rest).groupby(rest).cumcount().to_numpy() + 1  # k-th occurrence so far
+    need = want.reindex(rest).to_numpy()
+    done = np.flatnonzero(seen == need)  # where a label reaches its steady count
+    if len(done) < len(want):
+        return 0
+    return int(done[len(want) - 1]) + 1 if len(set(rest[done[:len(want)]])) == len(want) else 0
+
+
 def _anchor_fit(pos: np.ndarray, prefix: np.ndarray, launches: np.ndarray, codes: np.ndarray,
                 start: np.ndarray, end: np.ndarray, n: int) -> tuple | None:
     """The steps an anchor at call positions ``pos`` cuts, or None when it does not qualify."""
@@ -376,17 +389,20 @@ def _anchor_fit(pos: np.ndarray, prefix: np.ndarray, launches: np.ndarray, codes
     last = int(pos[-1])
     with np.errstate(over="ignore"):
         tail = last + m <= n and prefix[last + m] - prefix[last] == h
+    # the last occurrence's iteration: the steady calls exactly, or all of them and a few
+    # more (it also logs), ending at the call that completes them
+    tail_len = m if tail else _completes(codes, at, m, last, n)
     n_steady = int(steady.sum()) + int(tail)
     if n_steady < MIN_ITERATIONS:
         return None
     idx = np.flatnonzero(steady)
-    first, final = int(idx[0]), (len(pos) - 1 if tail else int(idx[-1]))
+    first, final = int(idx[0]), (len(pos) - 1 if tail_len else int(idx[-1]))
     seg_start = start[pos]
-    seg_end = np.append(seg_start[1:], end[last + m - 1] if tail else end[-1])
+    seg_end = np.append(seg_start[1:], end[last + tail_len - 1] if tail_len else end[-1])
     dur = seg_end - seg_start
     steady_all = np.append(steady, tail)
     steady_calls = n_steady * m
-    loop_calls = int((last + m if tail else pos[final + 1]) - pos[first])
+    loop_calls = int((last + tail_len if tail_len else pos[final + 1]) - pos[first])
     if steady_calls < MIN_FIT * loop_calls:
         return None
     stride = _stride(steady[:final], first)
