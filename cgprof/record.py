@@ -80,7 +80,8 @@ class RecordOptions:
     preceded by the interpreter, see :func:`resolve_command`). ``output`` is the base
     name of the outputs (``NAME`` -> ``NAME.nsys-rep`` and ``NAME.sqlite``); ``None``
     derives it from the command. ``graph_trace`` ``None`` means ``node`` unless the user
-    passed ``--cuda-graph-trace`` through ``nsys_args``.
+    passed ``--cuda-graph-trace`` through ``nsys_args``. ``mark_steps`` puts
+    :data:`BOOTSTRAP` first on the program's ``PYTHONPATH`` (:func:`program_env`).
     """
 
     command: Sequence[str]
@@ -90,6 +91,7 @@ class RecordOptions:
     nsys: str | os.PathLike[str] | None = None
     nsys_args: Sequence[str] = ()
     all_tables: bool = False
+    mark_steps: bool = True
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,21 @@ def user_output(nsys_args: Sequence[str]) -> str | None:
     """The ``-o/--output`` the user passed to nsys through ``--nsys-arg``, if any."""
     given, value = _flag_value(nsys_args, "--output", "-o")
     return value if given else None
+
+
+#: The folder whose ``sitecustomize`` marks each optimizer step in a recorded Python program
+#: (cgprof/bootstrap/sitecustomize.py).
+BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
+
+
+def program_env(env: Mapping[str, str], mark_steps: bool) -> dict[str, str]:
+    """The environment nsys and the program run in: ``env``, with :data:`BOOTSTRAP` first
+    on ``PYTHONPATH`` when ``mark_steps`` (every Python process it starts loads it)."""
+    out = dict(env)
+    if mark_steps:
+        rest = out.get("PYTHONPATH", "")
+        out["PYTHONPATH"] = str(BOOTSTRAP) + (os.pathsep + rest if rest else "")
+    return out
 
 
 def build_profile_argv(
@@ -485,7 +502,8 @@ class Recorder:
 
         with _forwarding_signals(on_signal) as group:
             try:
-                proc = subprocess.Popen(argv, start_new_session=True, env=dict(self.env))
+                proc = subprocess.Popen(argv, start_new_session=True,
+                                        env=program_env(self.env, self.options.mark_steps))
             except OSError as exc:
                 raise RecordError(f"cannot run {argv[0]}: {exc.strerror}") from None
             group.append(proc.pid)  # its own session: the pid is the process-group id

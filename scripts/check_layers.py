@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("io", ["cgprof.trace", "cgprof.cache", "cgprof.validate", "cgprof.engine",
             "cgprof.record", "cgprof.nsys"]),
     ("base", ["cgprof.settings", "cgprof.scratch", "cgprof.schema", "cgprof.mark",
-              "cgprof.records", "cgprof.version"]),
+              "cgprof.records", "cgprof.version", "cgprof.bootstrap", "cgprof.bootstrap.*"]),
     ("errors", ["cgprof.errors"]),
 ]
 

@@ -31,6 +31,9 @@ from cgprof.errors import CgprofError
 @click.option("--columnar", is_flag=True,
               help="Also write the Parquet copy cgprof analyze reads (its cache), so that the "
                    "first analysis skips SQLite.")
+@click.option("--no-mark-steps", is_flag=True,
+              help="Do not load cgprof's step marker into a Python program (it marks each "
+                   "optimizer step as an NVTX range, cgprof.record: step).")
 @click.argument("command_words", metavar="SCRIPT [ARGS]...", nargs=-1, required=True,
                 type=click.UNPROCESSED)
 @click.pass_context
@@ -43,6 +46,7 @@ def command(
     nsys_args: tuple[str, ...],
     all_tables: bool,
     columnar: bool,
+    no_mark_steps: bool,
     command_words: tuple[str, ...],
 ) -> None:
     """Record SCRIPT (run with this Python) or, after --, any COMMAND under nsys.
@@ -53,8 +57,9 @@ def command(
       cgprof record -- torchrun --nproc-per-node 2 train.py
 
     Adds --trace=cuda,nvtx --cuda-graph-trace=node --sample=none --cpuctxsw=none unless
-    you pass those flags with --nsys-arg. The command's exit code is passed on; a crashed
-    or interrupted (Ctrl-C) run still has its partial trace exported.
+    you pass those flags with --nsys-arg. A Python program gets a small start-up hook that
+    marks each optimizer step (--no-mark-steps: none). The command's exit code is passed
+    on; a crashed or interrupted (Ctrl-C) run still has its partial trace exported.
     """
     # Imported here: cgprof.cli imports this module while it builds the group.
     from cgprof.record import RecordOptions, record, resolve_command
@@ -73,6 +78,7 @@ def command(
             nsys=nsys_path,
             nsys_args=nsys_args,
             all_tables=all_tables,
+            mark_steps=not no_mark_steps,
         )
         result = record(options)
     except CgprofError as exc:

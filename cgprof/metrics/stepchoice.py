@@ -9,11 +9,15 @@
    A cycle (e.g. ``reader``, ``backbone``, ..., ``post_processing``, each once per
    iteration, always in that order) is one step per cycle: an instance spans the first
    range's start to the last range's end of each cycle, on that thread.
-4. ``launches``: no NVTX range qualified; the iterations are found in the launch stream
+4. ``marked``: ``cgprof record``'s step marker (cgprof/bootstrap/sitecustomize.py) marked
+   each optimizer step, range ``cgprof.record: step`` (default domain), unless the launch
+   stream finds graph replays recurring once per iteration (a captured optimizer step
+   replays without calling the hook, so the marks cover only warm-up and capture).
+5. ``launches``: no NVTX range qualified; the iterations are found in the launch stream
    (cgprof.metrics.launchsteps: a graph launch, kernel, copy or sync that recurs once per
    iteration). ``--step auto`` asks for this rule, ``--step auto:RULE`` for one of its
    rules (graph, kernel, copy, sync).
-5. ``whole-trace``: nothing qualified; the whole trace is one step.
+6. ``whole-trace``: nothing qualified; the whole trace is one step.
 
 Scoring (one row per range name, i.e. ``domain:text``; see :func:`score_candidates`):
 
@@ -64,6 +68,8 @@ from cgprof.metrics.summaries import nvtx_ranges
 from cgprof.trace import Trace
 
 DEFAULT_STEP = ("step", "cgprof")
+#: The range cgprof record's step marker opens at each optimizer step (default domain).
+MARKED_STEP = "cgprof.record: step"
 
 #: A candidate must contain at least this share of its processes' launch calls.
 MIN_COVERAGE = 0.5
@@ -108,7 +114,8 @@ class StepChoice:
 
     ranges      the instances (columns of cgprof.metrics.summaries.nvtx_ranges)
     name        display name ("cgprof:step"), None for whole-trace
-    source      "option", "default", "scored", "cycle", "launches" or "whole-trace"
+    source      "option", "default", "scored", "cycle", "marked", "launches" or
+                "whole-trace"
     rule        one sentence: which rule chose it and why
     candidates  the CANDIDATES_KEPT best scored candidates, best first (CANDIDATE_COLUMNS);
                 empty for option and default
@@ -122,7 +129,10 @@ class StepChoice:
 
 
 def library_of(text: str, domain: str) -> str | None:
-    """Which library an NVTX range belongs to (by its domain or text), or None."""
+    """Which library an NVTX range belongs to (by its domain or text), or None (cgprof
+    record's own marker counts as one: it has a rule of its own)."""
+    if text == MARKED_STEP:
+        return "cgprof record"
     if domain and _LIBRARY_DOMAINS.match(domain.strip()):
         return domain
     for lib, pat in _LIBRARY_TEXT:
@@ -200,6 +210,12 @@ def choose_step_ranges(trace: Trace, step: str | None,
         return StepChoice(inst, str(best["name"]), source, _rule_sentence(best, inst),
                           cand.head(CANDIDATES_KEPT))
     chosen = _from_launches(calls, labels, None, cand.head(CANDIDATES_KEPT))
+    marked = ranges[(ranges["text"] == MARKED_STEP) & (ranges["domain"] == "")]
+    if len(marked) >= 2 and (chosen is None or chosen.name != "auto:graph"):
+        return StepChoice(marked, MARKED_STEP, "marked",
+                          "marked: cgprof record's step marker, one range per optimizer step "
+                          "(cgprof record --no-mark-steps leaves it out)",
+                          cand.head(CANDIDATES_KEPT) if chosen is None else chosen.candidates)
     if chosen is not None:
         return chosen
     why = ("no NVTX ranges" if ranges.empty else "no NVTX range repeats" if cand.empty else

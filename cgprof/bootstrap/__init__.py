@@ -1,0 +1,1 @@
+"""What `cgprof record` loads into the recorded program (see sitecustomize.py)."""
