@@ -872,7 +872,7 @@ def verdict_lines(d: DiffResult) -> list[str]:
                      f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
     lines.append(f"launch calls per step {_num(ha['launch_calls_per_step'])} -> "
                  f"{_num(hb['launch_calls_per_step'])}; GPU idle "
-                 f"{_num(ha['gpu_idle_pct'], '{:.1f}')}% -> {_num(hb['gpu_idle_pct'], '{:.1f}')}%"
+                 f"{_num(ha['gpu_idle_pct'], '{:.1f}%')} -> {_num(hb['gpu_idle_pct'], '{:.1f}%')}"
                  f" of step time; replay compactness p50 {compactness_text(ha)} -> "
                  f"{compactness_text(hb)}")
     lines.append(f"work check: {work_summary(d)}")
