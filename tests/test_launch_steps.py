@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import REPO, cgprof_in_process
+from conftest import REPO, cgprof_in_process, load_script
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -132,3 +132,10 @@ def test_launch_steps_read_in_chunks_equal_read_whole() -> None:
                                memory_limit="40MB", chunk_steps=3)
     assert "chunk of steps at a time" in chunks.stderr
     assert chunks.stdout == whole.stdout
+
+
+def test_compare_iters_prints_cgprof_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    compare = load_script("compare_iters")
+    assert compare.main([str(TRACES / "plain_infer_graph.sqlite")]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[:4] == ["plain_infer_graph.sqlite", "21", "20", "auto:graph"]
