@@ -877,7 +877,11 @@ def verdict_lines(d: DiffResult) -> list[str]:
                  f"{compactness_text(hb)}")
     lines.append(f"work check: {work_summary(d)}")
     ia, ib = (v.result.info for v in d.views)
-    if ia["step_range"] != ib["step_range"]:
+    if ia["step_source"] == ib["step_source"] == "launches":
+        lines.append(f"note: neither run marks its steps; both are cut into iterations found in "
+                     f"the launch stream ({la}: {ia['step_range']}, {lb}: {ib['step_range']}) "
+                     f"and compared iteration by iteration")
+    elif ia["step_range"] != ib["step_range"]:
         lines.append(f"note: the runs' steps are different NVTX ranges ({la}: "
                      f"{ia['step_range'] or 'whole trace'} ({ia['step_source']}), {lb}: "
                      f"{ib['step_range'] or 'whole trace'} ({ib['step_source']})); per-step "

@@ -79,6 +79,9 @@ def test_plain_loop_diff_matches_the_scripts_clock(task: str, clock: float) -> N
     # the scripts' own clocks under the profiler (traces/README.md)
     got = _speedup(TRACES / f"plain_{task}_eager.sqlite", TRACES / f"plain_{task}_graph.sqlite")
     assert got == pytest.approx(clock, rel=0.10)
+    text = cgprof_in_process(["diff", str(TRACES / f"plain_{task}_eager.sqlite"),
+                              str(TRACES / f"plain_{task}_graph.sqlite")], cache=False).stdout
+    assert "compared iteration by iteration" in text and "different NVTX ranges" not in text
     # the what-if estimate read off the eager trace alone (the model is not fitted to these)
     estimate = _analyze(TRACES / f"plain_{task}_eager.sqlite")["verdict"]["estimated_speedup"]
     assert estimate == pytest.approx(clock, rel=0.25)
