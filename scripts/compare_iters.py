@@ -7,7 +7,8 @@ package is importable, the iterations its ``detect_iterations`` finds (nsys-ai 0
 over 2 ms between kernels on the primary thread's GPU work, when no NVTX marker matches).
 Run nsys-ai in its own environment if it is not installed beside cgprof, e.g.
 ``python -m venv --system-site-packages /tmp/v && /tmp/v/bin/pip install nsys-ai`` and run
-this script with ``/tmp/v/bin/python`` and ``PYTHONPATH`` set to the repository.
+this script with ``/tmp/v/bin/python`` and ``PYTHONPATH`` set to the repository. nsys-ai
+leaves a ``NAME.nsys-cache.build.lock`` beside each trace it opens: give it copies.
 """
 
 from __future__ import annotations
