@@ -127,37 +127,52 @@ class LaunchFit:
 
 
 def launch_labels(trace: Trace) -> pd.DataFrame:
-    """Per launch (pid, corr_id): ``label``, the kernel it ran, or ``graph N`` for a graph
-    replay (node level: the graph of its nodes' ids; graph level: the executable graph)."""
-    parts = []
+    """Per launch (pid, corr_id): ``label`` (categorical), the kernel it ran, or ``graph N``
+    for a graph replay (node level: the graph of its nodes' ids, the upper half of a node id;
+    graph level: the executable graph)."""
+    keys: list[tuple[np.ndarray, np.ndarray]] = []
+    codes: list[np.ndarray] = []  # per part, each row's label as a code into ``names``
+    names: list[str] = []
     k = trace.stored("kernels")
     if len(k):
-        node = k["graph_node_id"].astype("Int64")
-        in_graph = node.notna().to_numpy()
-        eager = k[~in_graph].drop_duplicates(["pid", "corr_id"])
-        parts.append(pd.DataFrame({"pid": eager["pid"].to_numpy(np.int64),
-                                   "corr_id": eager["corr_id"].to_numpy(np.int64),
-                                   "label": eager["short_name"].astype(str).to_numpy()}))
+        in_graph = k["graph_node_id"].notna().to_numpy()
+        pid, corr = k["pid"].to_numpy(np.int64), k["corr_id"].to_numpy(np.int64)
+        if (~in_graph).any():
+            kernel = pd.Categorical(k["short_name"])
+            keys.append((pid[~in_graph], corr[~in_graph]))
+            codes.append(np.asarray(kernel.codes, dtype=np.int64)[~in_graph])
+            names.extend(str(x) for x in kernel.categories)
         if in_graph.any():
-            # a replay's nodes share its launch's correlation id; the graph is the upper
-            # half of a node id (the same for every node of one graph)
-            nodes = pd.DataFrame({"pid": k["pid"].to_numpy(np.int64)[in_graph],
-                                  "corr_id": k["corr_id"].to_numpy(np.int64)[in_graph],
-                                  "graph": node[in_graph].to_numpy(np.int64) >> 32})
-            first = nodes.groupby(["pid", "corr_id"], sort=False)["graph"].min().reset_index()
-            parts.append(first.assign(label="graph " + first.pop("graph").astype(str)))
-    g = trace.graph_trace
-    if len(g):
-        g = g.drop_duplicates(["pid", "corr_id"])
-        ids = g["graph_exec_id"].astype("Int64")
-        parts.append(pd.DataFrame({"pid": g["pid"].to_numpy(np.int64),
-                                   "corr_id": g["corr_id"].to_numpy(np.int64),
-                                   "label": ["graph " + ("?" if pd.isna(v) else str(int(v)))
-                                             for v in ids]}))
-    if not parts:
+            # a replay's nodes share its launch's correlation id
+            graph = k["graph_node_id"].to_numpy()[in_graph].astype(np.int64) >> 32
+            g = pd.DataFrame({"pid": pid[in_graph], "corr_id": corr[in_graph], "graph": graph})
+            first = g.groupby(["pid", "corr_id"], sort=False)["graph"].min()
+            keys.append((first.index.get_level_values(0).to_numpy(np.int64),
+                         first.index.get_level_values(1).to_numpy(np.int64)))
+            codes.append(_graph_codes(first.to_numpy(np.int64), names))
+    gt = trace.graph_trace
+    if len(gt):
+        ids = gt["graph_exec_id"].astype("Int64").fillna(-1).to_numpy(np.int64)
+        keys.append((gt["pid"].to_numpy(np.int64), gt["corr_id"].to_numpy(np.int64)))
+        codes.append(_graph_codes(ids, names))
+    if not keys:
         return pd.DataFrame({"pid": np.zeros(0, np.int64), "corr_id": np.zeros(0, np.int64),
-                             "label": np.zeros(0, dtype=object)})
-    return pd.concat(parts, ignore_index=True).drop_duplicates(["pid", "corr_id"])
+                             "label": pd.Categorical([])})
+    out = pd.DataFrame({"pid": np.concatenate([p for p, _ in keys]),
+                        "corr_id": np.concatenate([c for _, c in keys]),
+                        "label": pd.Categorical.from_codes(np.concatenate(codes),
+                                                           categories=pd.Index(names))})
+    return out.drop_duplicates(["pid", "corr_id"])
+
+
+def _graph_codes(ids: np.ndarray, names: list[str]) -> np.ndarray:
+    """Codes of ``graph N`` labels for ``ids`` (-1: unknown), appended to ``names``."""
+    uniq, inv = np.unique(ids, return_inverse=True)
+    base = len(names)
+    for v in uniq:
+        label = "graph ?" if v < 0 else f"graph {v}"
+        names.append(label if label not in names else f"{label} ")
+    return inv.astype(np.int64) + base
 
 
 def infer_steps(calls: pd.DataFrame, labels: Callable[[], pd.DataFrame]
@@ -165,29 +180,70 @@ def infer_steps(calls: pd.DataFrame, labels: Callable[[], pd.DataFrame]
     """Per rule (RULES order), the best qualified anchor of each process (module doc);
     rules without one are absent. ``calls``: cgprof.metrics.launches.api_calls;
     ``labels``: gives :func:`launch_labels` (read only when there are calls to label)."""
-    fam = calls["family"].astype(object).to_numpy()
-    live = np.isin(fam, list(_RULE_OF_FAMILY)) & ~calls["in_capture"].to_numpy(dtype=bool)
+    fam = calls["family"]
+    fam_codes = pd.Categorical(fam).codes if not isinstance(fam.dtype, pd.CategoricalDtype) \
+        else fam.cat.codes.to_numpy()
+    fam_cats = list(pd.Categorical(fam).categories) if not isinstance(
+        fam.dtype, pd.CategoricalDtype) else list(fam.cat.categories)
+    rule_of_code = np.asarray([RULES.index(_RULE_OF_FAMILY[f]) if f in _RULE_OF_FAMILY else -1
+                               for f in fam_cats] + [-1], dtype=np.int8)
+    rule = rule_of_code[fam_codes]
+    live = (rule >= 0) & ~calls["in_capture"].to_numpy(dtype=bool)
     if live.sum() < MIN_ITERATIONS + 1:
         return {}
-    c = calls.loc[live, ["pid", "global_tid", "corr_id", "start_ns", "end_ns", "name"]]
-    c = c.assign(tid=column(calls, "tid")[live], rule=[_RULE_OF_FAMILY[f] for f in fam[live]])
+    rows = np.flatnonzero(live)
+    pid = calls["pid"].to_numpy(np.int64)[rows]
+    corr = calls["corr_id"].to_numpy(np.int64)[rows]
+    api = pd.Categorical(calls["name"].to_numpy()[rows]) if not isinstance(
+        calls["name"].dtype, pd.CategoricalDtype) else calls["name"].iloc[rows].array
+    api_codes = np.asarray(api.codes, dtype=np.int64)
+    api_names = list(api.categories)
     lab = labels()
+    label_codes = np.full(len(rows), -1, dtype=np.int64)
+    label_names: list[str] = []
     if len(lab):
-        c = c.merge(lab, on=["pid", "corr_id"], how="left", sort=False)
-    else:
-        c = c.assign(label=None)
-    launch = c["rule"].isin(["graph", "kernel"]).to_numpy()
-    text = c["name"].astype(str).to_numpy(dtype=object)
-    kernel = c["label"].to_numpy(dtype=object)
-    has = launch & pd.notna(kernel)
-    text[has] = text[has] + " " + kernel[has]
-    c = c.assign(text=text)
+        lab_cat = lab["label"].astype("category")
+        label_names = [str(x) for x in lab_cat.cat.categories]
+        key = _pair_key(lab["pid"].to_numpy(np.int64), lab["corr_id"].to_numpy(np.int64),
+                        pid, corr)
+        if key is not None:
+            lk, ck = key
+            order = np.argsort(lk, kind="stable")
+            at = np.searchsorted(lk[order], ck)
+            at[at == len(lk)] = 0
+            hit = (lk[order][at] == ck) if len(lk) else np.zeros(len(ck), dtype=bool)
+            codes = lab_cat.cat.codes.to_numpy(np.int64)[order][at]
+            launch = np.isin(rule[rows], [RULES.index("graph"), RULES.index("kernel")])
+            label_codes = np.where(hit & launch, codes, -1)
+    symbol = api_codes * (len(label_names) + 1) + label_codes + 1
+
+    def text_of(code: int) -> str:
+        a, lab_code = divmod(int(code), len(label_names) + 1)
+        return str(api_names[a]) + ("" if lab_code == 0 else " " + label_names[lab_code - 1])
+
+    c = pd.DataFrame({"pid": pid, "global_tid": calls["global_tid"].to_numpy(np.int64)[rows],
+                      "start_ns": calls["start_ns"].to_numpy(np.int64)[rows],
+                      "end_ns": calls["end_ns"].to_numpy(np.int64)[rows],
+                      "tid": column(calls, "tid")[rows], "rule": rule[rows], "symbol": symbol})
     found: dict[str, list[LaunchFit]] = {}
-    for pid, g in c.groupby("pid", sort=True):
-        fits = _process_fits(int(pid), g)
-        for rule, fit in fits.items():
-            found.setdefault(rule, []).append(fit)
+    for p, g in c.groupby("pid", sort=True):
+        for r, fit in _process_fits(int(p), g, text_of).items():
+            found.setdefault(r, []).append(fit)
     return {r: found[r] for r in RULES if r in found}
+
+
+def _pair_key(pid_a: np.ndarray, corr_a: np.ndarray, pid_b: np.ndarray, corr_b: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(pid, corr_id) of both sides as one int64 each (pids coded by position), or None when
+    the correlation ids do not fit beside the pid code."""
+    pids = np.unique(np.concatenate([pid_a, pid_b]))
+    lo = min(int(corr_a.min(initial=0)), int(corr_b.min(initial=0)))
+    hi = max(int(corr_a.max(initial=0)), int(corr_b.max(initial=0)))
+    width = hi - lo + 1
+    if width * len(pids) >= 2**62:
+        return None
+    return (np.searchsorted(pids, pid_a) * width + (corr_a - lo),
+            np.searchsorted(pids, pid_b) * width + (corr_b - lo))
 
 
 def best_rule(found: dict[str, list[LaunchFit]]) -> str | None:
@@ -254,7 +310,8 @@ def _rank(fits: list[LaunchFit], best_total: int, best_fit: float) -> tuple:
             -min(int(f.starts[~f.warmup][0]) for f in fits))
 
 
-def _process_fits(pid: int, g: pd.DataFrame) -> dict[str, LaunchFit]:
+def _process_fits(pid: int, g: pd.DataFrame, text_of: Callable[[int], str]
+                  ) -> dict[str, LaunchFit]:
     """The best anchor per rule on one process, over its THREADS_TRIED busiest threads."""
     best: dict[str, list[LaunchFit]] = {}
     counts = g.groupby("global_tid", sort=True).size().sort_values(ascending=False, kind="stable")
@@ -264,7 +321,7 @@ def _process_fits(pid: int, g: pd.DataFrame) -> dict[str, LaunchFit]:
     # threads in the order they first launched: the main thread, then autograd's
     for rank, gtid in enumerate(sorted(tried, key=lambda t: (int(first[t]), int(t)))):
         t = g[g["global_tid"] == gtid].sort_values("start_ns", kind="stable")
-        for fit in _thread_fits(pid, int(gtid), t):
+        for fit in _thread_fits(pid, int(gtid), t, text_of):
             fit.thread_rank = rank
             every.append(fit)
     for fit in every:
@@ -296,15 +353,16 @@ def _weights(codes: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def _thread_fits(pid: int, gtid: int, t: pd.DataFrame) -> list[LaunchFit]:
+def _thread_fits(pid: int, gtid: int, t: pd.DataFrame, text_of: Callable[[int], str]
+                 ) -> list[LaunchFit]:
     """Every rule's best anchor on one thread's calls (in start order)."""
     n = len(t)
     if n < MIN_ITERATIONS + 1:
         return []
-    codes, uniques = pd.factorize(t["text"], sort=True)
+    uniques, codes = np.unique(t["symbol"].to_numpy(np.int64), return_inverse=True)
     start = t["start_ns"].to_numpy(np.int64)
     end = t["end_ns"].to_numpy(np.int64)
-    rules = t["rule"].to_numpy(dtype=object)
+    rules = np.asarray(RULES, dtype=object)[t["rule"].to_numpy()]
     tid = int(t["tid"].iloc[0])
     with np.errstate(over="ignore"):
         prefix = np.concatenate([[np.uint64(0)], np.cumsum(_weights(codes), dtype=np.uint64)])
@@ -326,7 +384,7 @@ def _thread_fits(pid: int, gtid: int, t: pd.DataFrame) -> list[LaunchFit]:
         starts, ends, warm, steady, total, steady_calls, loop_calls, period, stride = fit
         rule = str(rules[pos[0]])
         per_rule.setdefault(rule, []).append(LaunchFit(
-            rule, pid, gtid, tid, str(uniques[codes[pos[0]]]), starts, ends, warm, steady,
+            rule, pid, gtid, tid, text_of(int(uniques[codes[pos[0]]])), starts, ends, warm, steady,
             total, steady_calls, loop_calls, period, stride=stride))
     return [f for fits in per_rule.values() for f in fits]
 
@@ -378,7 +436,9 @@ def _anchor_fit(pos: np.ndarray, prefix: np.ndarray, launches: np.ndarray, codes
     with np.errstate(over="ignore"):
         seg_hash = prefix[pos[1:]] - prefix[pos[:-1]]
     seg_len = np.diff(pos)
-    keys = pd.factorize(pd.MultiIndex.from_arrays([seg_hash, seg_len]))[0]
+    with np.errstate(over="ignore"):
+        mixed = seg_len.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    keys = pd.factorize(seg_hash ^ mixed)[0]  # one key per (labels, length)
     modal = int(np.bincount(keys).argmax())
     steady = keys == modal
     m = int(seg_len[np.argmax(steady)])
