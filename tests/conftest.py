@@ -14,6 +14,11 @@ REPO = Path(__file__).resolve().parents[1]
 # The project's shared folder sits beside the repository (CI keeps a read-only copy there).
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "nsys-samples"
 
+#: Steps per chunk of an analysis read in chunks (Settings.chunk_steps): one chunk holding
+#: every step, one step a chunk, a few steps a chunk.
+CHUNK_STEPS = {"one-chunk": 10**6, "one-step": 1, "three-steps": 3}
+
+
 def load_script(name: str) -> Any:
     """The script ``scripts/NAME.py`` imported as the module ``NAME`` (once: the same module
     on later calls), with ``scripts/`` on ``sys.path`` for the modules it imports."""

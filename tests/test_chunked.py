@@ -1,26 +1,28 @@
 """A one-process trace analysed a chunk of steps at a time (cgprof.metrics.chunked): the
-result is the whole analysis's, as the reports read it, byte for byte.
+result is the whole analysis's, as the reports and `cgprof diff`'s views read it.
 
 Every shipped trace the chunked path takes (eager, graphed, warm-up and capture steps, a
-graph-level trace, a scored step choice) is analysed whole and in chunks of 1, 2, 3 and 7
-steps and in one chunk, read from SQLite (DuckDB), from its cache entry, and from nsys's
-parquetdir and arrowdir exports; the JSON document (``result_to_dict``) and the text report
-must be the same bytes. The command takes the path when the memory cap is below the whole
-analysis's estimate, says so on stderr, and prints the same stdout.
+graph-level trace, a scored step choice) and the real nsys samples are analysed whole and in
+chunks (one chunk, a few steps, and for some one step: conftest.CHUNK_STEPS), read from
+SQLite (DuckDB), from its cache entry, and from nsys's parquetdir and arrowdir exports; the
+JSON document (``result_to_dict``) and the text report must be the same bytes, every view
+of every window the same frames. The commands take the path when the memory cap is below the
+whole analysis's estimate, say so on stderr, and print the same stdout.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
+import pandas.testing as pdt
 import pytest
-from conftest import cgprof_in_process
+from conftest import CHUNK_STEPS, cgprof_in_process
 
 import cgprof
+from cgprof.diff import RunView, view, window_asker
+from cgprof.errors import CgprofError
 from cgprof.metrics import analyze
 from cgprof.metrics.chunked import GAP_LIMIT, analyze_path, chunk_rows
 from cgprof.report import json_report, text
@@ -33,6 +35,7 @@ TRACES = sorted(REPO.glob("traces/*.sqlite"))
 NOT_TAKEN = {"compile_train_model.sqlite", "compile_train_step.sqlite",
              "ddp_mlp_train_eager.sqlite", "ddp_mlp_train_graph.sqlite"}
 TAKEN = [p for p in TRACES if p.name not in NOT_TAKEN]
+SHARED = sorted(SAMPLES.glob("*.sqlite"))  # (none where the samples are not found)
 COLUMNAR = [REPO / "traces" / "columnar" / n for n in (
     "mlp_infer_eager.parquetdir", "mlp_infer_graph.parquetdir", "mlp_infer_graph.arrowdir")]
 
@@ -53,30 +56,81 @@ def _no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CGPROF_NO_CACHE", "1")
 
 
-@pytest.mark.parametrize("path", TAKEN, ids=lambda p: p.name)
-def test_chunks_give_the_whole_analysis(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+#: Traces also read a step per chunk (every chunk is a read: ~0.3 s a step here): graphed
+#: (a capture step, warm-up), graph-level replay rows, a scored step choice. The others are
+#: read in one chunk and in chunks of a few steps.
+ONE_STEP = {"mlp_train_graph", "mlp_train_graph_graphtrace", "user_train_graph"}
+CASES = [pytest.param(path, k, id=f"{path.stem}-{label}")
+         for path in [*TAKEN, *SHARED] for label, k in CHUNK_STEPS.items()
+         if k != 1 or path.stem in ONE_STEP]
+
+#: Views as `cgprof diff` takes them: (label, --steps, --mode).
+RUNS = [("steady", None, None), ("all", None, "all"), ("some", slice(1, 4), None),
+        ("last", slice(-2, None), "all"), ("eager", None, "eager"), ("graph", None, "graph"),
+        ("warmup", None, "warmup"), ("none", slice(10**6, None), None)]
+
+
+def _view(result, run) -> RunView | str:
+    try:
+        return view(result, *run)
+    except CgprofError as exc:
+        return str(exc)
+
+
+def _same_view(a: RunView | str, b: RunView | str) -> None:
+    """Two views of one window, frame for frame (or the same error)."""
+    if isinstance(a, str) or isinstance(b, str):
+        assert a == b
+        return
+    assert isinstance(b, RunView)
+    pdt.assert_frame_equal(a.steps, b.steps)
+    pdt.assert_frame_equal(a.kernels, b.kernels)
+    pdt.assert_frame_equal(a.families, b.families)
+    pdt.assert_frame_equal(a.replays, b.replays)
+    pdt.assert_frame_equal(a.gap_hist, b.gap_hist)
+    assert a.headline == b.headline
+    assert (a.first, a.stop, a.total_steps, a.left_out, a.hidden_steps) == (
+        b.first, b.stop, b.total_steps, b.left_out, b.hidden_steps)
+
+
+@pytest.mark.parametrize(("path", "k"), CASES)
+def test_chunks_give_the_whole_analysis(path: Path, k: int,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every one-process trace (eager, graphed, warm-up and capture steps, graph-level
+    replay rows, a scored step choice, the real nsys samples) read from SQLite in chunks of
+    ``k`` steps, gathering the totals of the windows `cgprof diff` shows: the whole
+    analysis's JSON document and text report, byte for byte, and every view of every window
+    the whole analysis's, frame for frame (a window that selects no steps: the same error)."""
     _no_cache(monkeypatch)
-    want = _whole(path)
-    for k in (2, 10**6):
-        got = analyze_path(path, chunk_steps=k)
-        assert got is not None, f"{path.name}: not taken"
-        assert _reports(got) == want, f"{path.name} chunks of {k}"
+    whole = analyze(cgprof.load(path, cache=False))
+    wanted = [_view(whole, run) for run in RUNS]
+    got = analyze_path(path, chunk_steps=k, windows=window_asker(path, RUNS))
+    assert got is not None, f"{path.name}: not taken"
+    assert got.trace is None and len(got.windows) == len(RUNS)
+    assert _reports(got) == _reports(whole.light(json_report.GAP_LIST_LIMIT))
+    for run, want in zip(RUNS, wanted, strict=True):
+        _same_view(_view(got, run), want)
+    # not vacuous: the views compared have kernels and gaps (and replays, when graphed)
+    every = wanted[1]
+    assert isinstance(every, RunView)
+    assert len(every.kernels) and int(every.gap_hist["count"].sum()) > 0
+    if "graph" in path.stem:
+        assert len(every.replays)
 
 
-#: Eager, graphed (a capture step, warm-up), graph-level replay rows, a scored choice.
-VARIED = ["mlp_train_eager.sqlite", "mlp_train_graph.sqlite",
-          "mlp_train_graph_graphtrace.sqlite", "user_train_graph.sqlite"]
-
-
-@pytest.mark.parametrize("name", VARIED)
-def test_every_chunk_size_and_option(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("name", "kw"), [
+    ("mlp_train_graph.sqlite", {"skip": 2}), ("user_train_graph.sqlite", {"skip": 2}),
+    ("mlp_train_eager.sqlite", {"min_gap_us": 5.0}),
+    ("mlp_train_graph_graphtrace.sqlite", {"min_gap_us": 5.0})],
+    ids=["skip-graphed", "skip-scored", "min-gap-eager", "min-gap-graph-level"])
+def test_chunks_give_the_whole_analysis_with_options(name: str, kw: dict,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """--skip (graphed: warm-up and capture steps; a scored step choice) and --min-gap-us
+    (eager; graph-level replay rows), in chunks of 2 steps (no windows asked): the whole
+    analysis's reports."""
     _no_cache(monkeypatch)
     path = REPO / "traces" / name
-    for kw in ({}, {"skip": 2}, {"min_gap_us": 5.0}):
-        want = _whole(path, **kw)
-        for k in ((1, 3, 7) if not kw else (1, 4)):
-            assert _reports(analyze_path(path, chunk_steps=k, **kw)) == want, (
-                f"{name} {kw} chunks of {k}")
+    assert _reports(analyze_path(path, chunk_steps=2, **kw)) == _whole(path, **kw)
 
 
 def test_chunks_read_from_the_cache_entry(tmp_path: Path,
@@ -88,27 +142,12 @@ def test_chunks_read_from_the_cache_entry(tmp_path: Path,
         want = _whole(path)
         cgprof.load(path)  # writes the entry
         assert any((tmp_path / "cache").iterdir())
-        assert _reports(analyze_path(path, chunk_steps=2)) == want, name
+        assert _reports(analyze_path(path, chunk_steps=3)) == want, name
 
 
 @pytest.mark.parametrize("path", COLUMNAR, ids=lambda p: p.name)
 def test_chunks_of_nsys_columnar_exports(path: Path) -> None:
-    want = _whole(path)
-    for k in (1, 3):
-        assert _reports(analyze_path(path, chunk_steps=k)) == want
-
-
-def test_shared_samples(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not (SAMPLES / "mlp8_node.sqlite").is_file():
-        pytest.skip(f"real nsys samples not found at {SAMPLES}")
-    _no_cache(monkeypatch)
-    for path in sorted(SAMPLES.glob("*.sqlite")):
-        want = _whole(path)
-        for k in (1, 4):
-            got = analyze_path(path, chunk_steps=k)
-            if got is None:
-                continue
-            assert _reports(got) == want, f"{path.name} chunks of {k}"
+    assert _reports(analyze_path(path, chunk_steps=3)) == _whole(path)
 
 
 @pytest.mark.parametrize("name", sorted(NOT_TAKEN))
@@ -127,29 +166,26 @@ def test_chunk_size_from_the_cap() -> None:
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    e = dict(os.environ)
-    e.update(env)
-    return subprocess.run([sys.executable, "-m", "cgprof", "analyze", *args, "--quiet"],
-                          capture_output=True, text=True, env=e, timeout=240, cwd=REPO)
+    return cgprof_in_process(["analyze", *args, "--quiet"], env)
 
 
 def test_command_reads_in_chunks_under_the_cap(tmp_path: Path) -> None:
+    """Under a cap the trace exceeds, `analyze` reads it in chunks (3 steps a chunk), says so
+    once on stderr and prints the whole run's JSON (first: no cache entry yet) and text (from
+    the cache the first run wrote)."""
     trace = str(REPO / "traces" / "mlp_train_graph.sqlite")
     env = {"CGPROF_CACHE": str(tmp_path / "cache")}
-    whole_json = _cli(trace, "--json", "-", env=env)
-    whole_text = _cli(trace, env=env)
+    whole_json = _cli(trace, "--json", "-", env={"CGPROF_CACHE": str(tmp_path / "whole")})
+    whole_text = _cli(trace, env={"CGPROF_CACHE": str(tmp_path / "whole")})
     assert whole_json.returncode == 0, whole_json.stderr
-    for cached in (False, True):  # (3 steps a chunk)
-        j = cgprof_in_process(["analyze", trace, "--json", "-", "--memory-limit", "100MB",
-                               "--quiet"], env, chunk_steps=3)
-        t = cgprof_in_process(["analyze", trace, "--memory-limit", "100MB", "--quiet"], env,
-                              chunk_steps=3)
-        assert j.returncode == 0 and t.returncode == 0, j.stderr + t.stderr
-        assert j.stdout == whole_json.stdout, f"cached={cached}"
-        assert t.stdout == whole_text.stdout, f"cached={cached}"
-        notes = [ln for ln in j.stderr.splitlines() if "at a time (" in ln]
-        assert len(notes) == 1 and "(9 chunks)" in notes[0], j.stderr
-        json.loads(j.stdout)
+    for args, want in ((["--json", "-"], whole_json), ([], whole_text)):
+        r = cgprof_in_process(["analyze", trace, *args, "--memory-limit", "100MB", "--quiet"],
+                              env, chunk_steps=3)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == want.stdout, args
+        notes = [ln for ln in r.stderr.splitlines() if "at a time (" in ln]
+        assert len(notes) == 1 and "(9 chunks)" in notes[0], r.stderr
+    json.loads(whole_json.stdout)
 
 
 def test_command_with_all_gaps_reads_whole(tmp_path: Path) -> None:
@@ -167,10 +203,7 @@ def test_command_with_all_gaps_reads_whole(tmp_path: Path) -> None:
 
 
 def _check(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    e = dict(os.environ)
-    e.update(env)
-    return subprocess.run([sys.executable, "-m", "cgprof", "check", *args],
-                          capture_output=True, text=True, env=e, timeout=240, cwd=REPO)
+    return cgprof_in_process(["check", *args], env)
 
 
 @pytest.mark.parametrize("name", ["mlp_train_graph", "resnet18_train_eager",

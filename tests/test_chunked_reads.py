@@ -171,9 +171,8 @@ print(n, spilled, src.duck_temp.exists())
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cgprof", "analyze", *args, "--quiet"],
-                          capture_output=True, text=True, env={**os.environ, **env},
-                          timeout=240, cwd=REPO)
+    """``cgprof analyze ARGS --quiet`` with ``env`` (in this process)."""
+    return cgprof_in_process(["analyze", *args, "--quiet"], env)
 
 
 def _capped(*args: str, env: dict[str, str], chunk_steps: int) -> subprocess.CompletedProcess:
@@ -214,8 +213,7 @@ def test_a_capped_first_run_leaves_a_columnar_copy_a_whole_run_completes(
     assert not list(cache.glob(".tmp-*"))  # the spill became the entry, nothing left over
     assert capped() == want.stdout  # read from the entry
     assert _entry(cache)[0] == manifest
-    info = subprocess.run([sys.executable, "-m", "cgprof", "cache", "info", "--json"],
-                          capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    info = cgprof_in_process(["cache", "info", "--json"], env)
     assert [e.get("columns_only") for e in json.loads(info.stdout)["entries"]] == [True]
     whole = _cli(trace, "--json", "-", env=env)
     assert whole.returncode == 0 and whole.stdout == want.stdout, whole.stderr
@@ -228,8 +226,7 @@ def test_a_capped_first_run_leaves_a_columnar_copy_a_whole_run_completes(
     for again in (_cli(trace, "--json", "-", env=env).stdout, capped()):
         assert again == want.stdout
     assert _entry(cache)[0]["frames"] == after["frames"]
-    info = subprocess.run([sys.executable, "-m", "cgprof", "cache", "info", "--json"],
-                          capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    info = cgprof_in_process(["cache", "info", "--json"], env)
     assert "columns_only" not in json.loads(info.stdout)["entries"][0]
     # the library's load of such an entry: the frames a load from SQLite builds
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "api"))

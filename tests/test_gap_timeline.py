@@ -61,8 +61,10 @@ COLUMNS = ["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id", "ki
 INTS = ["device_id", "start_ns", "end_ns", "gap_ns"]
 TEXTS = ["kind", "next_api"]
 FRAME = [*INTS, *TEXTS]
-SWEPT_TRACES = ["mlp_train_graph", "resnet18_train_eager", "transformer_train_graph",
-                "mlp_infer_graph", "mlp_serve_graph", "user_train_graph"]
+#: Graphed, eager, served requests, a scored step choice (the sliced sweep of a transformer
+#: and of the graphed inference run: test_real_analysis_step_gaps, test_two_devices_...).
+SWEPT_TRACES = ["mlp_train_graph", "resnet18_train_eager", "mlp_serve_graph",
+                "user_train_graph"]
 
 
 # -- the traces ------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import load_script
+from conftest import cgprof_in_process, load_script
 from nsysdb import K, N, R, make_nsys_db
 
 from cgprof import engine as E
@@ -58,10 +58,19 @@ with using(Settings.from_env().replace(ranks_apart=sys.argv[1] == "1")):
 
 
 def _run(args: list[str], apart: str | None, how: str, env: dict[str, str] | None = None,
-         cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``cgprof ARGS`` in a process of its own. apart: "1" rank by rank, "0" whole (both
-    under the default memory cap), None as ``env`` says. how: "cap", rank by rank under
-    :data:`CAPPED` (whole: no flag); "settings", under ``ranks_apart`` (``_UNDER_SETTINGS``)."""
+         cwd: Path | None = None, process: bool = False) -> subprocess.CompletedProcess:
+    """``cgprof ARGS`` (in this process: conftest.cgprof_in_process; with ``process``, in a
+    process of its own). apart: "1" rank by rank, "0" whole (both under the default memory
+    cap), None as ``env`` says. how: "cap", rank by rank under :data:`CAPPED` (whole: no
+    flag); "settings", under ``ranks_apart`` (``_UNDER_SETTINGS``)."""
+    if not process:
+        changes: dict[str, str | None] = {"CGPROF_MEMORY_LIMIT": None} if apart is not None \
+            else {}
+        changes.update(env or {})
+        if apart is not None and how == "settings":
+            return cgprof_in_process(args, changes, cwd=cwd or REPO, ranks_apart=apart == "1")
+        return cgprof_in_process([*args, *(CAPPED if apart == "1" else ())], changes,
+                                 cwd=cwd or REPO)
     e = dict(os.environ)
     if apart is not None:
         e.pop("CGPROF_MEMORY_LIMIT", None)
@@ -459,13 +468,14 @@ def test_the_other_processes_part_reads_only_their_tables(three, tmp_path):
 # the other commands that read a multi-rank trace: diff, check, folders of traces
 
 
-def _cmd(args: list[str], apart: str, tmp: Path) -> tuple[int, str, str]:
+def _cmd(args: list[str], apart: str, tmp: Path, process: bool = False
+         ) -> tuple[int, str, str]:
     """(exit code, stdout, stderr less the cap's notes) of ``cgprof ARGS``: `diff` under the
     cap (it says it read a trace rank by rank); `check`, which does not say so, and a
     folder's files, which a cap would also send to one worker (parallel.memory_jobs), under
     the settings' ranks_apart."""
     how = "cap" if args[0] == "diff" else "settings"
-    res = _run(args, apart, how, cwd=tmp)
+    res = _run(args, apart, how, cwd=tmp, process=process)
     return res.returncode, res.stdout, _stderr(res, apart, how)
 
 
@@ -501,9 +511,10 @@ def test_a_folder_of_multi_rank_traces_reads_each_rank_by_rank(tmp_path):
     folder.mkdir()
     for i, src in enumerate(DDP):
         shutil.copyfile(src, folder / f"node{i}.sqlite")
-    for jobs in ("1", "2"):
+    for jobs in ("1", "2"):  # (--jobs 2 starts workers: in processes of their own)
         args = ["analyze", str(folder), "--json", "-", "--jobs", jobs, "--quiet"]
-        whole, apart = _cmd(args, "0", tmp_path), _cmd(args, "1", tmp_path)
+        whole, apart = (_cmd(args, "0", tmp_path, process=jobs == "2"),
+                        _cmd(args, "1", tmp_path, process=jobs == "2"))
         assert whole[0] == 0, whole[2]
         assert whole == apart
 

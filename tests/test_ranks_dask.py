@@ -29,24 +29,32 @@ def cluster():
         yield c
 
 
-def test_dask_equals_local(cluster):
-    local = CliRunner().invoke(main, ["analyze", str(TRACES), "--jobs", "1", "--json", "-"])
+def test_dask_equals_local(cluster, tmp_path):
+    """A folder of three traces (a two-rank DDP one among them): the JSON and text of
+    `--dask` (flag and CGPROF_DASK_SCHEDULER) are the local run's."""
+    run = tmp_path / "run"
+    run.mkdir()
+    files = [TRACES / n for n in ("ddp_mlp_train_graph.sqlite", "mlp_infer_graph.sqlite",
+                                  "user_train.sqlite")]
+    for f in files:
+        shutil.copy(f, run / f.name)
+    local = CliRunner().invoke(main, ["analyze", str(run), "--jobs", "1", "--json", "-"])
     assert local.exit_code == 0, local.output
-    remote = CliRunner().invoke(main, ["analyze", str(TRACES), "--dask",
+    remote = CliRunner().invoke(main, ["analyze", str(run), "--dask",
                                        cluster.scheduler_address, "--json", "-"])
     assert remote.exit_code == 0, remote.output
     assert remote.output == local.output
-    text_local = CliRunner().invoke(main, ["analyze", str(TRACES), "--jobs", "1"])
-    text_env = CliRunner().invoke(main, ["analyze", str(TRACES)],
+    text_local = CliRunner().invoke(main, ["analyze", str(run), "--jobs", "1"])
+    text_env = CliRunner().invoke(main, ["analyze", str(run)],
                                   env={"CGPROF_DASK_SCHEDULER": cluster.scheduler_address})
     assert text_env.exit_code == 0, text_env.output
     assert text_env.output == text_local.output
-    files = list(TRACES.glob("*.sqlite"))
     procs = 0  # one rank per process that ran kernels (a DDP trace holds two)
     for f in files:
         with sqlite3.connect(f"file:{f}?mode=ro", uri=True) as con:
             procs += con.execute("SELECT COUNT(DISTINCT globalPid) FROM "
                                  "CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    assert procs == 4
     assert f"Ranks: {procs} in {len(files)} files (ids from file order)" in text_env.output
 
 
