@@ -31,9 +31,11 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "nsys-samples"
 TRACES = sorted(REPO.glob("traces/*.sqlite"))
 #: Traces the chunked path does not take: steps that overlap in time (torch.compile's
-#: scored choices) and several processes (DDP: read rank by rank instead).
+#: scored choices) and several processes (DDP: read rank by rank instead; torch.compile's
+#: compile workers, a second process that calls CUDA).
 NOT_TAKEN = {"compile_train_model.sqlite", "compile_train_step.sqlite",
-             "ddp_mlp_train_eager.sqlite", "ddp_mlp_train_graph.sqlite"}
+             "ddp_mlp_train_eager.sqlite", "ddp_mlp_train_graph.sqlite",
+             "plain_train_compile.sqlite", "plain_infer_compile.sqlite"}
 TAKEN = [p for p in TRACES if p.name not in NOT_TAKEN]
 SHARED = sorted(SAMPLES.glob("*.sqlite"))  # (none where the samples are not found)
 COLUMNAR = [REPO / "traces" / "columnar" / n for n in (
