@@ -85,9 +85,6 @@ THREADS_TRIED = 4
 _RULE_OF_FAMILY = {"graph_launch": "graph", "kernel_launch": "kernel", "memcpy": "copy",
                    "memset": "copy", "sync": "sync"}
 
-INSTANCE_COLUMNS = ["start_ns", "end_ns", "dur_ns", "event_type", "global_tid", "pid", "tid",
-                    "payload", "text", "domain", "name", "warmup"]
-
 
 @dataclass
 class LaunchFit:
@@ -166,13 +163,16 @@ def launch_labels(trace: Trace) -> pd.DataFrame:
 
 
 def _graph_codes(ids: np.ndarray, names: list[str]) -> np.ndarray:
-    """Codes of ``graph N`` labels for ``ids`` (-1: unknown), appended to ``names``."""
+    """Codes into ``names`` of the ``graph N`` labels of ``ids`` (-1: unknown), the labels
+    not yet there appended."""
     uniq, inv = np.unique(ids, return_inverse=True)
-    base = len(names)
+    codes = []
     for v in uniq:
         label = "graph ?" if v < 0 else f"graph {v}"
-        names.append(label if label not in names else f"{label} ")
-    return inv.astype(np.int64) + base
+        if label not in names:
+            names.append(label)
+        codes.append(names.index(label))
+    return np.asarray(codes, dtype=np.int64)[inv]
 
 
 def infer_steps(calls: pd.DataFrame, labels: Callable[[], pd.DataFrame]
