@@ -677,6 +677,18 @@ def write_not_sqlite(path: str | Path) -> Path:
     return path
 
 
+def write_changed_copy(src: str | Path, dst: str | Path, *sql: str) -> Path:
+    """A writable copy of an export changed by ``sql`` statements (``src`` is untouched)."""
+    dst = Path(dst)
+    shutil.copyfile(src, dst)
+    dst.chmod(0o644)
+    with sqlite3.connect(dst) as conn:
+        for stmt in sql:
+            conn.execute(stmt)
+    conn.close()
+    return dst
+
+
 def write_truncated_copy(src: str | Path, dst: str | Path, fraction: float = 0.5) -> Path:
     """Copy an export and cut it at `fraction` of its size (rounded down to a 4 KiB page).
 

@@ -13,6 +13,7 @@ from nsysdb import (
     G,
     R,
     make_nsys_db,
+    write_changed_copy,
     write_empty_file,
     write_not_sqlite,
     write_plain_sqlite,
@@ -195,19 +196,6 @@ def test_runtime_only_trace_is_fine(tmp_path):
 TAIL = "; is the file damaged or cut down? Re-export it with `nsys export --type sqlite`"
 
 
-def _damaged_copy(src: Path, dst: Path, *sql: str) -> Path:
-    """A writable copy of ``src`` changed by ``sql`` statements (the original is untouched)."""
-    import sqlite3
-
-    shutil.copyfile(src, dst)
-    dst.chmod(0o644)
-    with sqlite3.connect(dst) as conn:
-        for stmt in sql:
-            conn.execute(stmt)
-    conn.close()
-    return dst
-
-
 def _cli_error(path: Path, *extra: str) -> str:
     before = _digest(path)
     res = CliRunner().invoke(main, ["analyze", str(path), *extra])
@@ -219,7 +207,7 @@ def _cli_error(path: Path, *extra: str) -> str:
 
 
 def test_no_string_ids(tmp_path, traces_dir):
-    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+    p = write_changed_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
                       "DROP TABLE StringIds")
     assert _cli_error(p) == (
         f"{p}: missing table StringIds, which holds the names used by "
@@ -229,7 +217,7 @@ def test_no_string_ids(tmp_path, traces_dir):
 def test_kernel_table_missing_is_reported_incomplete_not_refused(tmp_path, traces_dir):
     # Was refused in one line; before that it analysed as "GPU busy 0% ... compactness
     # 1.000". Now the host side is shown and the trace is said to be incomplete, first.
-    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+    p = write_changed_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
                       "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
     res = CliRunner().invoke(main, ["analyze", str(p)])
     assert res.exit_code == 0, res.output
@@ -262,7 +250,7 @@ def test_graph_granularity_trace_with_only_replay_rows_is_valid(make_db):
 
 def test_runtime_table_missing(tmp_path, traces_dir):
     # Used to say "if graphed ~104.8x": no launch calls, yet a launch verdict.
-    p = _damaged_copy(traces_dir / "mlp_train_eager.sqlite", tmp_path / "t.sqlite",
+    p = write_changed_copy(traces_dir / "mlp_train_eager.sqlite", tmp_path / "t.sqlite",
                       "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
     assert _cli_error(p) == (
         f"{p}: GPU activity (7402 rows of CUPTI_ACTIVITY_KIND_KERNEL, 115 rows of "
@@ -278,7 +266,7 @@ def test_runtime_table_missing(tmp_path, traces_dir):
 ])
 def test_text_in_a_number_column(tmp_path, traces_dir, table, column):
     # Used to end in `ValueError: invalid literal for int() with base 10: 'x'`.
-    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+    p = write_changed_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
                       f"UPDATE {table} SET {column} = 'x' WHERE rowid = 7")
     assert _cli_error(p) == f"{p}: {table}.{column} holds 'x' where nsys writes an integer" + TAIL
 
@@ -291,7 +279,7 @@ def test_gpu_rows_of_a_process_without_api_calls(tmp_path, traces_dir, table, ch
                                                  total, who):
     """A damaged globalPid must not become a rank of its own (the fuzzer found a traceback
     there): GPU work belongs to a process that launched it."""
-    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+    p = write_changed_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
                       f"UPDATE {table} SET {change} WHERE rowid IN (3, 4)")
     err = _cli_error(p)
     head = f"{p}: {rows} of {total} rows of {table} belong to "
@@ -304,7 +292,7 @@ def test_gpu_rows_of_a_process_without_api_calls(tmp_path, traces_dir, table, ch
 def test_null_in_a_required_column(tmp_path, traces_dir):
     # nsys declares start/end NOT NULL; a copy of the table without the constraint can hold one.
     t = "CUPTI_ACTIVITY_KIND_RUNTIME"
-    p = _damaged_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
+    p = write_changed_copy(traces_dir / "mlp_train_graph.sqlite", tmp_path / "t.sqlite",
                       f"CREATE TABLE loose AS SELECT * FROM {t}", f"DROP TABLE {t}",
                       f"ALTER TABLE loose RENAME TO {t}",
                       f"UPDATE {t} SET end = NULL WHERE rowid <= 3")
@@ -315,7 +303,7 @@ def test_duplicated_rows_are_counted_like_nsys_stats(tmp_path, traces_dir):
     # Tolerated (docs/bad_input.md): every row counts, as in `nsys stats`; busy time is a union
     # of intervals, so exact duplicates leave it unchanged.
     src = traces_dir / "mlp_infer_eager.sqlite"
-    p = _damaged_copy(src, tmp_path / "t.sqlite",
+    p = write_changed_copy(src, tmp_path / "t.sqlite",
                       "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM "
                       "CUPTI_ACTIVITY_KIND_KERNEL")
     a, b = cgprof.analyze(src), cgprof.analyze(p)

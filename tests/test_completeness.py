@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, SAMPLES, cgprof_in_process, load_script
+from nsysdb import write_changed_copy
 
 import cgprof.check as C
 from cgprof import metrics
@@ -156,13 +157,8 @@ def test_the_damage_never_writes_its_input(tmp_path):
 def graph_every_third(tmp_path_factory):
     """mlp_train_graph_graphtrace with the GRAPH_TRACE rows of rowid % 3 != 0 deleted (once
     'GPU busy 0%' with check --min graph_gpu_share=0.9 passing)."""
-    p = tmp_path_factory.mktemp("issue") / "g.sqlite"
-    shutil.copyfile(GRAPH, p)
-    p.chmod(0o644)
-    with sqlite3.connect(p) as conn:
-        conn.execute("DELETE FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE WHERE rowid % 3 != 0")
-    conn.close()
-    return p
+    return write_changed_copy(GRAPH, tmp_path_factory.mktemp("issue") / "g.sqlite",
+                              "DELETE FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE WHERE rowid % 3 != 0")
 
 
 def test_graph_level_example_says_so_first_and_fails_check(graph_every_third):
@@ -271,16 +267,6 @@ def test_impossible_times_and_dropped_records(tmp_path):
 
 # --- no estimate without its evidence ----------------------------------------------------------
 
-def _copy(src: Path, dst: Path, *sql: str) -> Path:
-    shutil.copyfile(src, dst)
-    dst.chmod(0o644)
-    with sqlite3.connect(dst) as conn:
-        for stmt in sql:
-            conn.execute(stmt)
-    conn.close()
-    return dst
-
-
 _LAUNCHES = ("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN (SELECT id FROM "
              "StringIds WHERE value LIKE 'cudaLaunch%' OR value LIKE 'cuLaunch%')")
 
@@ -295,7 +281,7 @@ _LAUNCHES = ("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN (SELECT id
      "the steps launch no kernel: nothing for a graph to collapse"),
 ])
 def test_no_estimate_without_launches_or_gpu_work(tmp_path, case, sql, reason):
-    r = metrics.analyze(_copy(EAGER, tmp_path / "t.sqlite", *sql))
+    r = metrics.analyze(write_changed_copy(EAGER, tmp_path / "t.sqlite", *sql))
     assert r.completeness.complete, r.completeness.missing
     assert r.verdict.eager_steps > 0
     assert (r.verdict.estimated_speedup, r.verdict.estimate_unavailable) == (None, reason)

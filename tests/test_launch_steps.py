@@ -8,12 +8,11 @@ whose NVTX steps are the answer.
 from __future__ import annotations
 
 import json
-import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 from conftest import REPO, cgprof_in_process, load_script
+from nsysdb import write_changed_copy
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -48,11 +47,8 @@ def without_nvtx(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("no_nvtx")
     out = {}
     for name in {n for pair in PAIRS for n in pair}:
-        dst = folder / f"{name}.sqlite"
-        shutil.copyfile(TRACES / f"{name}.sqlite", dst)
-        with sqlite3.connect(dst) as db:
-            db.execute("DELETE FROM NVTX_EVENTS")
-        out[name] = dst
+        out[name] = write_changed_copy(TRACES / f"{name}.sqlite", folder / f"{name}.sqlite",
+                                       "DELETE FROM NVTX_EVENTS")
     return out
 
 
