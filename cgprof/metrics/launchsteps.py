@@ -180,13 +180,10 @@ def infer_steps(calls: pd.DataFrame, labels: Callable[[], pd.DataFrame]
     """Per rule (RULES order), the best qualified anchor of each process (module doc);
     rules without one are absent. ``calls``: cgprof.metrics.launches.api_calls;
     ``labels``: gives :func:`launch_labels` (read only when there are calls to label)."""
-    fam = calls["family"]
-    fam_codes = pd.Categorical(fam).codes if not isinstance(fam.dtype, pd.CategoricalDtype) \
-        else fam.cat.codes.to_numpy()
-    fam_cats = list(pd.Categorical(fam).categories) if not isinstance(
-        fam.dtype, pd.CategoricalDtype) else list(fam.cat.categories)
+    fam = calls["family"].astype("category")  # (a no-op when it is one already)
     rule_of_code = np.asarray([RULES.index(_RULE_OF_FAMILY[f]) if f in _RULE_OF_FAMILY else -1
-                               for f in fam_cats] + [-1], dtype=np.int8)
+                               for f in fam.cat.categories] + [-1], dtype=np.int8)
+    fam_codes = fam.cat.codes.to_numpy()
     rule = rule_of_code[fam_codes]
     live = (rule >= 0) & ~calls["in_capture"].to_numpy(dtype=bool)
     if live.sum() < MIN_ITERATIONS + 1:
@@ -194,9 +191,8 @@ def infer_steps(calls: pd.DataFrame, labels: Callable[[], pd.DataFrame]
     rows = np.flatnonzero(live)
     pid = calls["pid"].to_numpy(np.int64)[rows]
     corr = calls["corr_id"].to_numpy(np.int64)[rows]
-    api = pd.Categorical(calls["name"].to_numpy()[rows]) if not isinstance(
-        calls["name"].dtype, pd.CategoricalDtype) else calls["name"].iloc[rows].array
-    api_codes = np.asarray(api.codes, dtype=np.int64)
+    api = calls["name"].astype("category").cat
+    api_codes = api.codes.to_numpy(np.int64)[rows]
     api_names = list(api.categories)
     lab = labels()
     label_codes = np.full(len(rows), -1, dtype=np.int64)
