@@ -77,6 +77,10 @@ FIGURES: dict[str, tuple[str, str]] = {
                             "replays began"),
     "fallbacks": ("lower", "window steps without a graph launch after replays began"),
     "sync_calls_per_step": ("lower", "host synchronize calls per step (median)"),
+    "untraced_step_mean_ns": ("lower", "mean step time without the profiler (the untraced "
+                                       "run recorded beside the trace)"),
+    "untraced_step_p50_ns": ("lower", "median step time without the profiler"),
+    "profiler_inflation": ("lower", "traced / untraced mean step time of the same steps"),
 }
 
 #: The ``kind`` of the document ``cgprof check --save-baseline`` writes.
@@ -150,10 +154,12 @@ def _typed(figs: dict[str, Any]) -> dict[str, float | None]:
 
 
 def _figures_from(steps: list[dict[str, Any]], compactness_p50: Any,
-                  devices: list[dict[str, Any]], coverage: dict[str, Any]
-                  ) -> dict[str, float | None]:
-    """Figures from plain records: the step table, replay compactness p50, the device table
-    and the analysis window's coverage summary (cgprof.metrics.coverage.CoverageResult)."""
+                  devices: list[dict[str, Any]], coverage: dict[str, Any],
+                  untraced: dict[str, Any] | None) -> dict[str, float | None]:
+    """Figures from plain records: the step table, replay compactness p50, the device table,
+    the analysis window's coverage summary (cgprof.metrics.coverage.CoverageResult) and the
+    untraced times (cgprof.untraced.UntracedTimes as a dict, None: not measured)."""
+    u = untraced if untraced and untraced.get("available") else {}
     eff = [v for v in (_num(s.get("effective_ns")) for s in _window_steps(steps))
            if v is not None]
     idle = [_num(d.get("idle_pct")) for d in devices if (_num(d.get("window_ns")) or 0) > 0]
@@ -169,6 +175,9 @@ def _figures_from(steps: list[dict[str, Any]], compactness_p50: Any,
         "recaptures": coverage.get("recaptures"),
         "fallbacks": coverage.get("fallbacks"),
         "sync_calls_per_step": coverage.get("sync_calls_per_step_p50"),
+        "untraced_step_mean_ns": u.get("mean_ns"),
+        "untraced_step_p50_ns": u.get("p50_ns"),
+        "profiler_inflation": u.get("inflation"),
     })
 
 
@@ -206,12 +215,15 @@ def _figures(result: Any) -> dict[str, float | None]:
         cov = result.get("coverage")
         if isinstance(cov, dict) and isinstance(cov.get("summary"), dict):
             cov = cov["summary"]
-        return _figures_from(steps, comp, devices, cov if isinstance(cov, dict) else {})
+        return _figures_from(steps, comp, devices, cov if isinstance(cov, dict) else {},
+                             result.get("untraced"))
     from cgprof.records import frame_records
 
     comp = (result.replays.summary.get("compactness") or {}).get("p50")
+    u = getattr(result, "untraced", None)
     return _figures_from(frame_records(result.steps.steps), comp,
-                         frame_records(result.gaps.devices), dict(result.coverage.summary))
+                         frame_records(result.gaps.devices), dict(result.coverage.summary),
+                         u.to_dict() if u is not None else None)
 
 
 def baseline_document(figs: dict[str, float | None], source: str) -> dict[str, Any]:

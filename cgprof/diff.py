@@ -249,6 +249,7 @@ class DiffResult:
             "baseline": run(self.baseline),
             "candidate": run(self.candidate),
             "speedup": _scalar(self.headline["speedup"]),
+            "untraced_speedup": _scalar(self.headline.get("untraced_speedup")),
             "incomplete": self.incomplete(),
             "lines": list(self.lines),
             "steps": frame_records(self.steps),
@@ -428,7 +429,9 @@ def view(
     - sum of GPU busy) / sum of effective over the window's steps), replays,
     replay_compactness_p50 (None without replays or when a graph-granularity trace hides
     the inside of replays), kernels_per_step (median over visible steps, None if all hidden),
-    hidden_steps, graph_trace_mode.
+    hidden_steps, graph_trace_mode; untraced_step_mean_ns and traced_step_mean_ns: the
+    analysis window's mean step time without and with the profiler, from the untraced run
+    recorded beside the trace (cgprof.untraced; None when not measured).
     """
     sel, first, stop, total, left_out = _window_steps(result, label, steps, mode)
     st = pd.DataFrame({
@@ -514,6 +517,7 @@ def view(
         "kernels_per_step": _p50(st["kernels"]),
         "hidden_steps": int(hidden.sum()),
         "graph_trace_mode": result.info["graph_trace_mode"],
+        **_untraced_headline(result),
     }
     return RunView(label=label, result=result, steps=st, mode=mode, first=first, stop=stop,
                    total_steps=total, window_gaps=wgaps, replays=rep, families=families, kernels=kt,
@@ -699,13 +703,58 @@ def windows(labels: tuple[str, str] = ("baseline", "candidate"),
     return (labels[0], sa, ma), (labels[1], sb, mb)
 
 
+def _untraced_headline(result: Any) -> dict[str, float | None]:
+    u = getattr(result, "untraced", None)
+    if u is None or not u.available:
+        return {"untraced_step_mean_ns": None, "traced_step_mean_ns": None}
+    return {"untraced_step_mean_ns": u.mean_ns, "traced_step_mean_ns": u.traced_mean_ns}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def untraced_lines(d: DiffResult, traced: str) -> list[str]:
+    """The headline without the profiler and then ``traced`` (the traced headline), when both
+    runs were timed untraced; a note when one was; ``[traced]`` when neither was."""
+    la, lb = d.labels
+    ha, hb = d.headline["baseline"], d.headline["candidate"]
+    ua, ub = ha.get("untraced_step_mean_ns"), hb.get("untraced_step_mean_ns")
+    if ua is None and ub is None:
+        return [traced]
+    if ua is None or ub is None:
+        timed, other = (la, lb) if ua is not None else (lb, la)
+        return [traced, f"without the profiler: only {timed} was timed untraced, so the "
+                        f"speedup above is the profiler's (record {other} with cgprof record "
+                        "--untraced)"]
+    ta, tb = ha["traced_step_mean_ns"], hb["traced_step_mean_ns"]
+    s = _ratio(ua, ub)
+    if s is None or abs(s - 1) < 0.005:
+        how = "takes the same time per step as"
+    else:
+        how = f"is {s:.2f}x faster per step than" if s >= 1 else \
+            f"is {1 / s:.2f}x slower per step than"
+    return [f"{lb} {how} {la} without the profiler: {ms_text(ua)} -> {ms_text(ub)} (mean, "
+            "untraced runs of the analysis windows)",
+            f"under the profiler: {traced} (the same steps' means: {ms_text(ta)} -> "
+            f"{ms_text(tb)}, {_times(_ratio(ta, tb))})"]
+
+
+def _times(s: float | None) -> str:
+    if s is None:
+        return "n/a"
+    return f"{s:.2f}x faster" if s >= 1 else f"{1 / s:.2f}x slower"
+
+
 def compare(a: RunView, b: RunView) -> DiffResult:
     """The :class:`DiffResult` of two views (:func:`view`; :func:`diff` is both steps)."""
     labels = (a.label, b.label)
     ha, hb = a.headline, b.headline
     speedup = (ha["step_p50_ns"] / hb["step_p50_ns"]
                if ha["step_p50_ns"] and hb["step_p50_ns"] else None)
-    headline = {"speedup": speedup, "baseline": ha, "candidate": hb}
+    headline = {"speedup": speedup, "baseline": ha, "candidate": hb,
+                "untraced_speedup": _ratio(ha["untraced_step_mean_ns"],
+                                           hb["untraced_step_mean_ns"])}
     work = work_check(a, b)
     d = DiffResult(labels=labels, baseline=a, candidate=b, headline=headline,
                    steps=_aligned_steps(a, b), families=_families(a, b), work=work,
@@ -830,6 +879,13 @@ def _us(ns: float | None) -> str:
     return "n/a" if ns is None else f"{ns / 1000:.1f} us"
 
 
+def ms_text(ns: float | None) -> str:
+    """A duration for a sentence, three digits: ``3.71 ms``, ``812 us``, ``n/a``."""
+    if ns is None:
+        return "n/a"
+    return f"{ns / 1e6:.3g} ms" if ns >= 1e5 else f"{ns / 1e3:.3g} us"
+
+
 def _num(v: float | None, fmt: str = "{:.0f}") -> str:
     return "n/a" if v is None else fmt.format(v)
 
@@ -858,18 +914,18 @@ def verdict_lines(d: DiffResult) -> list[str]:
     la, lb = d.labels
     ha, hb = d.headline["baseline"], d.headline["candidate"]
     s = d.headline["speedup"]
-    lines = []
     if s is None:
-        lines.append(f"{lb} vs {la}: step time unknown")
+        traced = f"{lb} vs {la}: step time unknown"
     elif abs(s - 1) < 0.005:
-        lines.append(f"{lb} takes the same time per step as {la}: "
-                     f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
+        traced = (f"{lb} takes the same time per step as {la}: "
+                  f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
     elif s >= 1:
-        lines.append(f"{lb} is {s:.2f}x faster per step than {la}: "
-                     f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
+        traced = (f"{lb} is {s:.2f}x faster per step than {la}: "
+                  f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
     else:
-        lines.append(f"{lb} is {1 / s:.2f}x slower per step than {la}: "
-                     f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
+        traced = (f"{lb} is {1 / s:.2f}x slower per step than {la}: "
+                  f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
+    lines = untraced_lines(d, traced)
     lines.append(f"launch calls per step {_num(ha['launch_calls_per_step'])} -> "
                  f"{_num(hb['launch_calls_per_step'])}; GPU idle "
                  f"{_num(ha['gpu_idle_pct'], '{:.1f}%')} -> {_num(hb['gpu_idle_pct'], '{:.1f}%')}"

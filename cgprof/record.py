@@ -82,6 +82,10 @@ class RecordOptions:
     derives it from the command. ``graph_trace`` ``None`` means ``node`` unless the user
     passed ``--cuda-graph-trace`` through ``nsys_args``. ``mark_steps`` puts
     :data:`BOOTSTRAP` first on the program's ``PYTHONPATH`` (:func:`program_env`).
+    ``untraced`` runs the command once more without the profiler and writes the times of
+    its step marks to ``NAME.untraced.json`` (cgprof.untraced); ``None``: only for
+    ``cgprof run`` (:func:`runs_cgprof`), since the second run repeats a script's side
+    effects.
     """
 
     command: Sequence[str]
@@ -92,6 +96,7 @@ class RecordOptions:
     nsys_args: Sequence[str] = ()
     all_tables: bool = False
     mark_steps: bool = True
+    untraced: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,9 @@ class RecordResult:
     profile_argv: list[str]
     export_argv: list[str]
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    untraced_path: Path | None = None
+    traced_run_s: float | None = None
+    untraced_run_s: float | None = None
 
     @property
     def next_command(self) -> str:
@@ -201,14 +209,30 @@ def user_output(nsys_args: Sequence[str]) -> str | None:
 BOOTSTRAP = Path(__file__).resolve().parent / "bootstrap"
 
 
-def program_env(env: Mapping[str, str], mark_steps: bool) -> dict[str, str]:
+def program_env(env: Mapping[str, str], mark_steps: bool,
+                untraced_dir: Path | None = None) -> dict[str, str]:
     """The environment nsys and the program run in: ``env``, with :data:`BOOTSTRAP` first
-    on ``PYTHONPATH`` when ``mark_steps`` (every Python process it starts loads it)."""
+    on ``PYTHONPATH`` when ``mark_steps`` or ``untraced_dir`` (every Python process it
+    starts loads it). ``untraced_dir``: the untraced run's, where each process writes the
+    times of its step marks (``CGPROF_UNTRACED_DIR``)."""
     out = dict(env)
-    if mark_steps:
+    out.pop("CGPROF_UNTRACED_DIR", None)
+    if mark_steps or untraced_dir is not None:
         rest = out.get("PYTHONPATH", "")
         out["PYTHONPATH"] = str(BOOTSTRAP) + (os.pathsep + rest if rest else "")
+        out["CGPROF_MARK_STEPS"] = "1" if mark_steps else "0"
+    if untraced_dir is not None:
+        out["CGPROF_UNTRACED_DIR"] = str(untraced_dir)
     return out
+
+
+def runs_cgprof(command: Sequence[str]) -> bool:
+    """Whether ``command`` is ``cgprof run ...`` (``cgprof run`` or ``python -m cgprof run``):
+    a workload whose second, untraced run has no side effects beyond its own output."""
+    words = list(command)
+    if len(words) >= 2 and Path(words[0]).name == "cgprof" and words[1] == "run":
+        return True
+    return words[1:4] == ["-m", "cgprof", "run"]
 
 
 def build_profile_argv(
@@ -429,9 +453,13 @@ class Recorder:
         opts = self.options
         base, sqlite_path, rep_path, qdstrm_path = self.outputs()
         self.check_command()
+        from cgprof.untraced import sidecar_for
+
+        sidecar = sidecar_for(sqlite_path)
+        untraced = self.wants_untraced()
         # Refuse before running anything: a training run can take hours, and finding out
         # afterwards that the result may not be written would waste it.
-        for path in (sqlite_path, rep_path, qdstrm_path):
+        for path in (sqlite_path, rep_path, qdstrm_path, *([sidecar] if untraced else [])):
             if path.exists() and not opts.force:
                 raise OutputExistsError(path)
         nsys = find_nsys(opts.nsys, self.env)
@@ -452,10 +480,12 @@ class Recorder:
         # With --force, clear the previous run's report and raw stream first: otherwise a
         # run in which nsys writes only a .qdstrm would leave the old .nsys-rep looking new.
         if opts.force:
-            for stale in (rep_path, qdstrm_path):
+            for stale in (rep_path, qdstrm_path, sidecar):
                 stale.unlink(missing_ok=True)
 
+        t0 = time.monotonic()
         exit_code, interrupted = self.profile(profile_argv)
+        traced_s = time.monotonic() - t0
         imported = False
         if not rep_path.exists():
             if qdstrm_path.exists():
@@ -474,6 +504,12 @@ class Recorder:
                 f"its partial trace is still exported to {sqlite_path}"
             )
         export_argv, limited = self.export(nsys, rep_path, sqlite_path)
+        untraced_s = None
+        written = None
+        if untraced and (interrupted or exit_code != 0):
+            self.warn("no untraced run: the recorded run did not end cleanly")
+        elif untraced:
+            written, untraced_s = self.run_untraced(sidecar, [sqlite_path, rep_path], traced_s)
         return RecordResult(
             sqlite_path=sqlite_path,
             report_path=rep_path,
@@ -485,7 +521,54 @@ class Recorder:
             profile_argv=profile_argv,
             export_argv=export_argv,
             warnings=tuple(self.warnings),
+            untraced_path=written,
+            traced_run_s=traced_s,
+            untraced_run_s=untraced_s,
         )
+
+    def wants_untraced(self) -> bool:
+        opts = self.options
+        return runs_cgprof(opts.command) if opts.untraced is None else opts.untraced
+
+    def run_untraced(self, sidecar: Path, exports: list[Path],
+                     traced_s: float) -> tuple[Path | None, float | None]:
+        """Run the command again without the profiler, timing its step marks; write
+        ``sidecar`` (cgprof.untraced) and return it with the run's wall time, or (None,
+        None) with a warning when the run failed or marked nothing."""
+        from cgprof import scratch
+        from cgprof import untraced as U
+
+        folder = scratch.folder("cgprof-untraced-")
+        try:
+            argv = list(self.options.command)
+            self.say("cgprof: untraced run: " + shlex.join(argv))
+            t0 = time.monotonic()
+            try:
+                code = subprocess.run(argv, env=program_env(
+                    self.env, self.options.mark_steps, folder)).returncode
+            except KeyboardInterrupt:
+                self.warn("the untraced run was interrupted; no untraced times")
+                return None, None
+            except OSError as exc:
+                raise RecordError(f"cannot run {argv[0]}: {exc.strerror}") from None
+            took = time.monotonic() - t0
+            if code != 0:
+                self.warn(f"the untraced run exited with code {_exit_status(code)}; "
+                          "no untraced times")
+                return None, took
+            processes = U.read_processes(folder)
+            if not processes:
+                self.warn("the untraced run marked no steps (no NVTX range, cgprof mark, "
+                          "optimizer step or graph replay); no untraced times")
+                return None, took
+            facts = {"command": argv, "exit_code": code, "untraced_run_s": round(took, 3),
+                     "traced_run_s": round(traced_s, 3)}
+            U.write(sidecar, exports, processes, facts, force=self.options.force)
+            self.say(f"cgprof: untraced run took {took:.1f} s (the recorded run "
+                     f"{traced_s:.1f} s); its step times are in {sidecar}")
+            return sidecar, took
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def profile(self, argv: list[str]) -> tuple[int, bool]:
         """Run ``nsys profile``, its output streaming straight through; (exit code, interrupted).

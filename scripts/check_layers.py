@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("metrics", ["cgprof.metrics", "cgprof.metrics.*"]),
     ("plan", ["cgprof.plan"]),
     ("io", ["cgprof.trace", "cgprof.cache", "cgprof.validate", "cgprof.engine",
-            "cgprof.record", "cgprof.nsys"]),
+            "cgprof.record", "cgprof.nsys", "cgprof.untraced"]),
     ("base", ["cgprof.settings", "cgprof.scratch", "cgprof.schema", "cgprof.mark",
               "cgprof.records", "cgprof.version", "cgprof.bootstrap", "cgprof.bootstrap.*"]),
     ("errors", ["cgprof.errors"]),

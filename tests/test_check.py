@@ -368,7 +368,9 @@ def test_malformed_pyproject_exits_2(tmp_path, monkeypatch):
     (["--max", "launches=2"], "--max launches=2: unknown figure 'launches' (known: steps, "
                               "step_p50_ns, step_p99_ns, launch_calls_per_step, "
                               "graph_kernel_share, graph_gpu_share, compactness_p50, "
-                              "gpu_idle_pct, recaptures, fallbacks, sync_calls_per_step)"),
+                              "gpu_idle_pct, recaptures, fallbacks, sync_calls_per_step, "
+                                  "untraced_step_mean_ns, untraced_step_p50_ns, "
+                                  "profiler_inflation)"),
     (["--min", "compactness_p50"], "--min compactness_p50: expected FIGURE=VALUE"),
     (["--max", "recaptures=zero"], "--max recaptures=zero: limit 'zero' is not a number"),
     (["--regress", "step_p50_ns=5%"], "regression rules need a baseline: give --baseline BASE"),

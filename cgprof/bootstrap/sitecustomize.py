@@ -9,6 +9,10 @@ thread that stepped: one range per iteration, from one optimizer step's end to t
 fails, it marks nothing. A graph that captured the optimizer step replays without calling
 the hook, so a graphed loop's steps come from its graph launches instead. Then the
 ``sitecustomize`` this one shadows, if the program had one, is loaded as usual.
+
+``CGPROF_MARK_STEPS=0`` leaves the optimizer alone; ``CGPROF_UNTRACED_DIR`` (``cgprof
+record``'s untraced run) also loads ``_cgprof_untraced``, which times the program's step
+marks without a profiler (its docstring says how).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import importlib.util
 import os
 import sys
 import types
+from collections.abc import Callable
 
 MARK = "cgprof.record: step"
 _HOOKED = "torch.optim.optimizer"
@@ -58,13 +63,18 @@ def _hook(module: object) -> None:
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Runs :func:`_hook` once ``torch.optim.optimizer`` has executed."""
+    """Runs ``hooks[name](module)`` once the module ``name`` has executed, for each name."""
+
+    def __init__(self, hooks: dict[str, Callable[[types.ModuleType], None]]) -> None:
+        self.hooks = dict(hooks)
 
     def find_spec(self, name: str, path: object, target: object = None
                   ) -> importlib.machinery.ModuleSpec | None:
-        if name != _HOOKED:
+        hook = self.hooks.pop(name, None)
+        if hook is None:
             return None
-        sys.meta_path.remove(self)
+        if not self.hooks:
+            sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
@@ -72,7 +82,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 
         def exec_module(module: types.ModuleType) -> None:
             run(module)
-            _hook(module)
+            hook(module)
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
@@ -88,7 +98,20 @@ def _next_sitecustomize() -> None:
         spec.loader.exec_module(module)
 
 
-sys.meta_path.insert(0, _Finder())
+def _hooks() -> dict[str, Callable[[types.ModuleType], None]]:
+    hooks: dict[str, Callable[[types.ModuleType], None]] = {}
+    if os.environ.get("CGPROF_UNTRACED_DIR"):
+        from _cgprof_untraced import HOOKS
+
+        hooks.update(HOOKS)
+    if os.environ.get("CGPROF_MARK_STEPS", "1") != "0":
+        hooks[_HOOKED] = _hook
+    return hooks
+
+
+_wanted = _hooks()
+if _wanted:
+    sys.meta_path.insert(0, _Finder(_wanted))
 try:
     _next_sitecustomize()
 except Exception as exc:  # the program's own start-up file failed: say so, go on

@@ -34,6 +34,11 @@ from cgprof.errors import CgprofError
 @click.option("--no-mark-steps", is_flag=True,
               help="Do not load cgprof's step marker into a Python program (it marks each "
                    "optimizer step as an NVTX range, cgprof.record: step).")
+@click.option("--untraced/--no-untraced", default=None,
+              help="Run the command once more without the profiler and store the times of "
+                   "its steps beside the trace (NAME.untraced.json), so that reports give "
+                   "step times without the profiler's cost [default: on for cgprof run, "
+                   "off for other commands, whose side effects it would repeat].")
 @click.argument("command_words", metavar="SCRIPT [ARGS]...", nargs=-1, required=True,
                 type=click.UNPROCESSED)
 @click.pass_context
@@ -47,6 +52,7 @@ def command(
     all_tables: bool,
     columnar: bool,
     no_mark_steps: bool,
+    untraced: bool | None,
     command_words: tuple[str, ...],
 ) -> None:
     """Record SCRIPT (run with this Python) or, after --, any COMMAND under nsys.
@@ -58,8 +64,10 @@ def command(
 
     Adds --trace=cuda,nvtx --cuda-graph-trace=node --sample=none --cpuctxsw=none unless
     you pass those flags with --nsys-arg. A Python program gets a small start-up hook that
-    marks each optimizer step (--no-mark-steps: none). The command's exit code is passed
-    on; a crashed or interrupted (Ctrl-C) run still has its partial trace exported.
+    marks each optimizer step (--no-mark-steps: none). With --untraced the command runs a
+    second time without the profiler, to time the same steps as the user sees them. The
+    command's exit code is passed on; a crashed or interrupted (Ctrl-C) run still has its
+    partial trace exported.
     """
     # Imported here: cgprof.cli imports this module while it builds the group.
     from cgprof.record import RecordOptions, record, resolve_command
@@ -79,11 +87,14 @@ def command(
             nsys_args=nsys_args,
             all_tables=all_tables,
             mark_steps=not no_mark_steps,
+            untraced=untraced,
         )
         result = record(options)
     except CgprofError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"cgprof: wrote {result.sqlite_path} and {result.report_path}")
+    if result.untraced_path is not None:
+        click.echo(f"cgprof: wrote the untraced run's step times to {result.untraced_path}")
     if columnar:
         from cgprof.trace import warm
 

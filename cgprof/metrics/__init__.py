@@ -33,6 +33,8 @@ from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, n
 from cgprof.metrics.verdict import Verdict, verdict
 from cgprof.scratch import checkpoint
 from cgprof.trace import Trace, column, distinct_pids, load
+from cgprof.untraced import UntracedTimes
+from cgprof.untraced import measure as untraced_times
 
 __all__ = ["AnalysisResult", "analyze"]
 
@@ -63,6 +65,8 @@ class AnalysisResult:
     completeness    whether the GPU side is all there, and what is missing
                     (cgprof.metrics.completeness.CompletenessResult): where it is not, the
                     reports mark the GPU figures unavailable and the verdict leaves them out
+    untraced        the window steps' times without the profiler, from the untraced run
+                    recorded beside the trace (cgprof.untraced.UntracedTimes), None: none
 
     The analysis window is the steady state: the steps after --skip that are neither warm-up
     nor a capture before the first replay. Every table and figure covers it except the three
@@ -90,6 +94,7 @@ class AnalysisResult:
     #: ``windows``), what its views read in place of the rows it does not keep
     windows: tuple[Any, ...] = ()
     completeness: CompletenessResult | None = None
+    untraced: UntracedTimes | None = None
 
     def light(self, gap_limit: int | None = None) -> AnalysisResult:
         """The same result without the loaded trace, the call-to-step map and the gaps over
@@ -365,6 +370,7 @@ def analyze(
         coverage=coverage,
         step_gaps=step_gaps if step_gaps is not None else gaps.gaps,
         completeness=complete,
+        untraced=untraced_times(trace.path, steps),
     )
 
 

@@ -81,6 +81,7 @@ from cgprof.metrics.windows import (
 )
 from cgprof.scratch import Detail, checkpoint
 from cgprof.trace import column, constant_value, distinct_pids
+from cgprof.untraced import measure as untraced_times
 
 __all__ = ["Chunk", "plan", "cut_calls", "rows_of_corr"]
 
@@ -416,7 +417,7 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
                           trace=None,  # type: ignore[arg-type]
                           coverage=coverage, step_gaps=gaps.gaps.iloc[0:0].copy(),
                           windows=asked.totals() if asked is not None else (),
-                          completeness=complete)
+                          completeness=complete, untraced=untraced_times(path, steps))
 
 
 #: What a caller asks of :func:`analyze_path` for its views: given the step table, the step

@@ -33,6 +33,7 @@ from cgprof.diff import (
 )
 from cgprof.metrics import AnalysisResult
 from cgprof.report import figures as F
+from cgprof.report.text import untraced_lines
 from cgprof.version import __version__
 
 __all__ = ["render_single", "render_diff", "single_page_data", "diff_page_data",
@@ -488,7 +489,9 @@ def render_single(result: AnalysisResult, max_events: int = F.DEFAULT_MAX_EVENTS
                   "p50" + (" (replayed kernels hidden: graph-granularity trace)"
                            if hb["hidden_steps"] else "")),
         ])
-    lines = "".join(f"<li>{esc(line)}</li>" for line in result.verdict.lines)
+    measured = getattr(result, "untraced", None) is not None
+    said = [*(untraced_lines(result) if measured else []), *result.verdict.lines]
+    lines = "".join(f"<li>{esc(line)}</li>" for line in said)
     kicker = ("" if parts is None else ' \u00b7 this trace holds both: charts compare its '
               '<span class="b">eager steps</span> with its <span class="c">graphed steps</span>')
     body = f"""<header class="top">
@@ -571,11 +574,19 @@ def render_diff(d: DiffResult, max_events: int = F.DEFAULT_MAX_EVENTS) -> str:
     ha, hb = d.headline["baseline"], d.headline["candidate"]
     s = d.headline["speedup"]
     head, _, sub = d.lines[0].partition(": ")
-    cls = "" if s is None else ("good" if s >= 1.05 else ("bad" if s < 0.95 else ""))
+    lead = d.headline.get("untraced_speedup") or s  # the headline's: untraced when measured
+    cls = "" if lead is None else ("good" if lead >= 1.05 else ("bad" if lead < 0.95 else ""))
     counts = d.work["status"].value_counts() if len(d.work) else pd.Series(dtype=int)
     bad = sum(int(counts.get(k, 0)) for k in ("missing", "extra", "fewer", "more", "slower"))
     unknown = int(counts.get("unknown", 0))
+    su = d.headline.get("untraced_speedup")
+    untraced = [] if su is None else [_card(
+        "Without the profiler", _arrow(_us(ha["untraced_step_mean_ns"]),
+                                       _us(hb["untraced_step_mean_ns"])) + " us",
+        (f"{su:.2f}x faster" if su >= 1 else f"{1 / su:.2f}x slower")
+        + " (mean step, untraced runs)")]
     cards = "".join([
+        *untraced,
         _card("Step time p50", _arrow(_us(ha["step_p50_ns"]), _us(hb["step_p50_ns"])) + " us",
               "-" if s is None else (f"{s:.2f}x faster" if s >= 1 else f"{1 / s:.2f}x slower")),
         _card("Launch calls per step", _arrow(_n(ha["launch_calls_per_step"]),

@@ -305,6 +305,8 @@ def result_to_dict(result: Any, _lazy: bool = False, all_gaps: bool = False) -> 
         "schema_version": JSON_SCHEMA_VERSION,
         "cgprof_version": __version__,
         "completeness": completeness_dict(c, table),
+        "untraced": (result.untraced.to_dict()
+                     if getattr(result, "untraced", None) is not None else None),
         "trace": {k: _scalar(v) if not isinstance(v, (list, dict)) else v
                   for k, v in result.info.items()},
         "verdict": {k: _scalar(v) if not isinstance(v, (list, dict)) else v

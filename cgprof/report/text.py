@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from cgprof.diff import ms_text
+
 HEAD_TAIL = 3  # steps shown at each end of the step table
 CANDIDATES_SHOWN = 3  # step candidates listed after the chosen one
 
@@ -113,7 +115,11 @@ def render(result: Any) -> str:
                    "(record with --cuda-graph-trace=node to see inside replays)")
     out.append("")
     out.append("Verdict")
+    # measured, the untraced step time leads; not measured, the hint to measure it trails
+    lead = getattr(result, "untraced", None) is not None
+    out.extend(f"  {line}" for line in (untraced_lines(result) if lead else []))
     out.extend(f"  {line}" for line in result.verdict.lines)
+    out.extend(f"  {line}" for line in ([] if lead else untraced_lines(result)))
     out.append("")
     out.append("Host launch calls (window steps, outside stream capture)")
     rows = [[r.family, r.calls, r.captured_calls, fmt_us(r.host_ns), fmt_us(r.avg_ns, 2)]
@@ -129,6 +135,33 @@ def render(result: Any) -> str:
     out.append("")
     out.extend(_steps(result))
     return "\n".join(out) + "\n"
+
+
+def untraced_lines(result: Any) -> list[str]:
+    """What the untraced run says of the window steps (cgprof.untraced), first in the
+    verdict: the step time a user gets, then what the profiler added to it."""
+    u = getattr(result, "untraced", None)
+    if u is None:
+        if result.steps.source == "whole-trace":
+            return []
+        return ["without the profiler: not measured (cgprof record --untraced runs the "
+                "program once more, untraced, to time these steps)"]
+    if not u.available:
+        return [f"without the profiler: not measured: {u.reason}"]
+    added = (u.inflation - 1) * 100 if u.inflation else None
+    lines = [
+        f"without the profiler: {ms_text(u.mean_ns)} per step (mean of {u.steps} steps; p50 "
+        f"{ms_text(u.p50_ns)}, p90 {ms_text(u.p90_ns)}; {u.basis}, timed in an untraced run); "
+        f"under it the same steps took {ms_text(u.traced_mean_ns)}"
+        + (f": the profiler adds {added:+.0f}%" if added is not None else ""),
+        f"timing them cost {ms_text(u.hook_ns_per_step)} per step ("
+        f"{100 * (u.hook_share or 0):.2f}% of it); the untraced run took "
+        f"{fmt_num(u.untraced_run_s, 1)} s, the recorded run {fmt_num(u.traced_run_s, 1)} s",
+    ]
+    if not u.host_paced:
+        lines.append("note: no window step waits for the GPU, so the host may run ahead "
+                     "of it: the untraced times are the host's and may understate the steps")
+    return lines
 
 
 def _step_choice(st: Any) -> list[str]:
