@@ -53,7 +53,6 @@ from cgprof.plan import (
 )
 from cgprof.scratch import prefixed
 from cgprof.trace import DERIVED, Trace, device_ids, gpu_pids, used_gpus
-from cgprof.untraced import measure as untraced_times
 
 if TYPE_CHECKING:
     from cgprof.metrics.summaries import FileSummaries
@@ -244,8 +243,8 @@ def analyze_rank(rank: Rank, path: str, step: str | None = None, skip: int = 0,
     stage messages)."""
     from cgprof.metrics import analyze
 
-    res = analyze(rank.trace, step=step, skip=skip, min_gap_us=min_gap_us, progress=progress)
-    res.untraced = untraced_times(path, res.steps, rank=rank.rank_id)
+    res = analyze(rank.trace, step=step, skip=skip, min_gap_us=min_gap_us, progress=progress,
+                  rank=rank.rank_id)
     return RankResult(rank_id=rank.rank_id, pid=rank.pid, device_ids=rank.device_ids,
                       path=path, marker=rank.marker, result=res,
                       collectives=collectives(rank.trace, res), source=rank.source)

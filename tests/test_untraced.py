@@ -162,6 +162,12 @@ def test_analyze_diff_and_check_lead_with_the_untraced_times(tmp_path: Path) -> 
     text = cgprof_in_process(["analyze", str(eager)]).stdout
     verdict = text.split("Verdict\n", 1)[1].splitlines()
     assert verdict[0].startswith("  without the profiler: ") and "adds +100%" in verdict[0]
+    v = doc["verdict"]  # the second estimate: the same model, the profiler's cost taken out
+    assert v["estimated_untraced_speedup"] == pytest.approx(
+        u["mean_ns"] / v["estimated_untraced_graph_step_ns"])
+    assert v["estimated_untraced_graph_step_ns"] < v["estimated_graph_step_ns"]
+    said = [line.split(" (estimate)")[0] for line in verdict if "(estimate)" in line]
+    assert said == ["  if graphed, without the profiler", "  if graphed, under the profiler"]
     d = json.loads(cgprof_in_process(["diff", str(eager), str(graph), "--json", "-"]).stdout)
     hb, hc = d["baseline"]["headline"], d["candidate"]["headline"]
     assert d["untraced_speedup"] == pytest.approx(
@@ -202,3 +208,13 @@ def test_steps_cut_at_kernel_launches_cannot_be_timed_untraced(tmp_path: Path) -
     assert u is not None and not u.available
     assert u.reason == ("these steps were found in the launch stream by their kernel "
                         "launches, which the untraced run does not see")
+
+
+def test_the_decode_example_runs_on_cpu() -> None:
+    pytest.importorskip("torch")
+    res = subprocess.run([sys.executable, str(REPO / "scripts" / "examples" / "decode_loop.py"),
+                          "--device", "cpu", "--no-nvtx", "--layers", "1", "--width", "32",
+                          "--heads", "2", "--vocab", "64", "--cache", "16", "--steps", "4"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("decode_loop.py: --mode eager: mean step ")

@@ -243,6 +243,7 @@ def analyze(
     skip: int = 0,
     min_gap_us: float = 0.0,
     progress: Callable[[str], None] | None = None,
+    rank: int | None = None,
 ) -> AnalysisResult:
     """Load (if given a path) and analyse one trace.
 
@@ -250,6 +251,8 @@ def analyze(
     else a repeating range or cycle scored on evidence, else the whole trace; rules in
     cgprof.metrics.stepchoice). skip: leading steps to
     drop (warm-up). min_gap_us: gaps at or below this are not listed (still counted as idle).
+    rank: the trace's data-parallel rank, when it is one rank of a run: which process of the
+    untraced run recorded beside it (cgprof.untraced) times its steps.
     """
     say_ = checkpoint(progress)
     trace = trace_or_path if isinstance(trace_or_path, Trace) else load(trace_or_path, say_)
@@ -345,9 +348,10 @@ def analyze(
     del span_gaps
     gaps = gaps.above(min_gap_ns)
     win_steps = steps.window_steps()
+    untraced = untraced_times(trace.path, steps, rank=rank)
     v = verdict(win_steps, replays, coverage, calls, steps.call_steps,
                 graph_trace_mode=trace.meta.graph_trace_mode, launches=launches,
-                step_source=steps.source, gpu_unavailable=complete.reason)
+                step_source=steps.source, gpu_unavailable=complete.reason, untraced=untraced)
     del launches
     steps.lookup = None  # the analysis's own (its table is not kept in the result)
     if aside is not None:
@@ -370,7 +374,7 @@ def analyze(
         coverage=coverage,
         step_gaps=step_gaps if step_gaps is not None else gaps.gaps,
         completeness=complete,
-        untraced=untraced_times(trace.path, steps),
+        untraced=untraced,
     )
 
 

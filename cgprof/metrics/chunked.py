@@ -404,9 +404,10 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
         asked.cut(steps.steps, load, capture)
     win_steps = steps.window_steps()
     coverage = parts.coverage(early)
+    untraced = untraced_times(path, steps)
     v = verdict(win_steps, replays, coverage, graph_trace_mode=meta.graph_trace_mode,
                 partial=parts.verdict(), step_source=steps.source,
-                gpu_unavailable=complete.reason)
+                gpu_unavailable=complete.reason, untraced=untraced)
     info = trace_info(path, meta, gpus, processes, n_kernels, n_graph_rows, n_calls,
                       len(ranges), steps, window, win_steps)
     info["incomplete"] = list(complete.missing)
@@ -417,7 +418,7 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
                           trace=None,  # type: ignore[arg-type]
                           coverage=coverage, step_gaps=gaps.gaps.iloc[0:0].copy(),
                           windows=asked.totals() if asked is not None else (),
-                          completeness=complete, untraced=untraced_times(path, steps))
+                          completeness=complete, untraced=untraced)
 
 
 #: What a caller asks of :func:`analyze_path` for its views: given the step table, the step

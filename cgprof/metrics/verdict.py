@@ -35,6 +35,16 @@ median inter-node gap. None is fitted to the eager/graphed pairs' speedups. When
 holds node-level replays of its own, their median node gap replaces NODE_GAP_NS. The
 assumptions are printed with the estimate.
 
+Without the profiler. When the trace has the untraced run's times of its steps
+(cgprof.untraced), a second estimate says what the graphed step would cost without the
+profiler, the same model with the profiler's cost taken out of its inputs: this run's own
+untraced and traced mean eager step give the profiler's cost per API call on this host,
+``(traced - untraced) / API calls per step``, which comes off ``h`` (so off every graph launch
+cost too); the host work before the first launch shrinks by untraced / traced; the GPU work
+stays. The node gap stays as the trace's (node-level tracing adds to it, so that estimate is
+an upper bound on the graphed step, said with it). Its speedup is against the untraced eager
+mean. It is printed first, the traced one ("under the profiler") after it.
+
 No estimate without its evidence (``estimate_unavailable`` says why): none where the step
 is the whole trace (no repeating step to graph), where the eager steps launch no kernel
 (nothing for a graph to collapse), where they hold no GPU work, or where the trace is
@@ -92,6 +102,9 @@ class Verdict:
     replay_compactness_p50: float | None = None
     estimated_graph_step_ns: float | None = None
     estimated_speedup: float | None = None
+    #: the estimate without the profiler (module doc), when the untraced run measured it
+    estimated_untraced_graph_step_ns: float | None = None
+    estimated_untraced_speedup: float | None = None
     #: why there is no estimate (None: there is one, or there are no eager steps)
     estimate_unavailable: str | None = None
     #: why the GPU figures are left out (cgprof.metrics.completeness; None: recorded)
@@ -306,7 +319,31 @@ def estimate_graphed(steps: pd.DataFrame, pre_ns: np.ndarray, h_ns: float,
 
 #: The step table's columns the verdict reads.
 _STEP_COLUMNS = ["step", "start_ns", "effective_ns", "kernel_launches", "graph_launches",
-                 "sync_calls", "gpu_ops", "gpu_busy_ns", "busy_pct", "launch_bound"]
+                 "sync_calls", "gpu_ops", "gpu_busy_ns", "busy_pct", "launch_bound",
+                 "api_calls"]
+
+
+def estimate_untraced(eager: pd.DataFrame, pre_ns: np.ndarray, h_ns: float,
+                      node_gap_ns: float, untraced: Any) -> dict[str, float] | None:
+    """The estimate without the profiler (module doc) and what it assumed, or None when the
+    untraced run did not time these steps."""
+    if untraced is None or not untraced.available or not untraced.traced_mean_ns:
+        return None
+    traced, plain = float(untraced.traced_mean_ns), float(untraced.mean_ns)
+    ratio = plain / traced
+    calls = float(np.median(eager["api_calls"].to_numpy(np.float64)))
+    per_call = max(traced - plain, 0.0) / calls if calls > 0 else 0.0
+    # the cost comes off the launch call's own host time; where it is larger than that (much
+    # of the profiler's cost sits outside the calls it records), the call scales with the step
+    scaled = per_call >= h_ns
+    h_plain = h_ns * ratio if scaled else h_ns - per_call
+    steps = eager.assign(effective_ns=eager["effective_ns"].to_numpy(np.float64) * ratio)
+    est = estimate_graphed(steps, pre_ns * ratio, h_plain, node_gap_ns)
+    graphed = float(np.median(est))
+    return {"graph_step_ns": graphed, "speedup": plain / graphed if graphed > 0 else 0.0,
+            "profiler_ns_per_call": per_call, "api_calls_per_step": calls,
+            "host_launch_ns": h_plain, "host_launch_scaled": float(scaled),
+            "untraced_step_ns": plain, "traced_step_ns": traced}
 
 
 def _calls_of(steps: pd.DataFrame, calls: pd.DataFrame | None,
@@ -337,6 +374,7 @@ def verdict(
     partial: VerdictPartial | None = None,
     step_source: str | None = None,
     gpu_unavailable: str | None = None,
+    untraced: Any = None,
 ) -> Verdict:
     """Summarise the window's steps into a verdict (see module doc for the estimate).
 
@@ -348,7 +386,9 @@ def verdict(
     of them, for a caller without a frame of every call (the chunked analysis: the
     :func:`merge_verdict_partials` of each chunk's :func:`verdict_partial`). step_source:
     the steps' (``StepResult.source``; "whole-trace": no estimate); gpu_unavailable: why the
-    trace's GPU figures are not recorded (an incomplete trace), None when they are.
+    trace's GPU figures are not recorded (an incomplete trace), None when they are;
+    untraced: the steps' times without the profiler (cgprof.untraced.UntracedTimes), for the
+    second estimate.
     """
     if steps.empty:
         return Verdict(kind="no steps", lines=["no steps to judge"])
@@ -402,6 +442,12 @@ def verdict(
         v.estimated_graph_step_ns = float(np.median(est))
         if v.eager_step_p50_ns:
             v.estimated_speedup = v.eager_step_p50_ns / v.estimated_graph_step_ns
+        plain = estimate_untraced(eager, pre, h, gap, untraced)
+        if plain is not None:
+            v.estimated_untraced_graph_step_ns = plain["graph_step_ns"]
+            v.estimated_untraced_speedup = plain["speedup"]
+            v.assumptions.update({f"untraced_{k}": x for k, x in plain.items()
+                                  if k not in ("graph_step_ns", "speedup")})
     if gpu_unavailable is not None:
         v.launch_bound_steps = None
         v.eager_busy_pct_p50 = v.graph_busy_pct_p50 = v.replay_compactness_p50 = None
@@ -423,10 +469,28 @@ def verdict(
     if len(eager) and v.estimate_unavailable is not None:
         lines.append(f"if graphed (estimate): none: {v.estimate_unavailable}")
     elif len(eager):
-        lines.append(
-            f"if graphed (estimate): ~{_us(v.estimated_graph_step_ns)} per step, "
-            f"~{v.estimated_speedup or 0:.1f}x")
         a = v.assumptions
+        if v.estimated_untraced_graph_step_ns is not None:
+            lines.append(
+                f"if graphed, without the profiler (estimate): "
+                f"~{_us(v.estimated_untraced_graph_step_ns)} per step, "
+                f"~{v.estimated_untraced_speedup or 0:.1f}x against the untraced eager step "
+                f"({_us(a['untraced_untraced_step_ns'])} mean)")
+            lines.append(
+                f"  assumes: the profiler costs {_us(a['untraced_profiler_ns_per_call'])} per "
+                f"API call on this host (this run: {_us(a['untraced_traced_step_ns'])} traced "
+                f"vs {_us(a['untraced_untraced_step_ns'])} untraced per step, "
+                f"{a['untraced_api_calls_per_step']:.0f} API calls per step), so a kernel "
+                f"launch costs {_us(a['untraced_host_launch_ns'])}"
+                + (" (scaled by untraced / traced: that cost is more than the traced launch "
+                   "call's own)" if a["untraced_host_launch_scaled"] else "")
+                + f"; nodes {gap / 1000:.2f} us "
+                f"apart ({gap_source}, as under the profiler: an upper bound); the rest as "
+                "below")
+        under = "" if v.estimated_untraced_graph_step_ns is None else ", under the profiler"
+        lines.append(
+            f"if graphed{under} (estimate): ~{_us(v.estimated_graph_step_ns)} per step, "
+            f"~{v.estimated_speedup or 0:.1f}x")
         lines.append(
             f"  assumes: this host launches a kernel in {_us(h)} (p50, {h_source}); a graph "
             f"launch costs {_us(a['graph_launch_fixed_ns'])} + "
