@@ -14,6 +14,7 @@ import pandas as pd
 from cgprof.metrics.gaps import longest_gaps  # noqa: F401  (re-exported: the document's list)
 from cgprof.records import frame_records
 from cgprof.records import scalar as _scalar
+from cgprof.untraced import node_tracing_note
 from cgprof.version import JSON_SCHEMA_VERSION, __version__
 
 #: Version of the JSON document written by ``cgprof analyze --json`` (bump on breaking change).
@@ -335,6 +336,8 @@ def result_to_dict(result: Any, _lazy: bool = False, all_gaps: bool = False) -> 
         },
         "replays": {
             "node_level": r.node_level,
+            "node_tracing": (node_tracing_note(result.info["gpus"])
+                             if r.node_level and len(r.replays) else None),
             "summary": r.summary,
             "cost_model": r.cost_model,
             "replays": table(r.replays),

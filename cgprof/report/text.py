@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from cgprof.diff import ms_text
+from cgprof.untraced import node_tracing_note
 
 HEAD_TAIL = 3  # steps shown at each end of the step table
 CANDIDATES_SHOWN = 3  # step candidates listed after the chosen one
@@ -239,6 +240,7 @@ def _replays(result: Any) -> list[str]:
         rows.append([label, conv(m["p50"]), conv(m["p99"]), conv(m["min"]), conv(m["max"])])
     out.append(table(["", "p50", "p99", "min", "max"], rows))
     if r.node_level:
+        out.append(f"  {node_tracing_note(result.info['gpus'])}")
         out += _compactness_hints(r)
     if r.cost_model:
         out.append(f"  launch cost model: {fmt_us(r.cost_model['fixed_ns'], 2)} us + "
