@@ -5,7 +5,7 @@ import pandas as pd
 import pandas.testing as pdt
 import pytest
 
-from cgprof.metrics import gaps as G
+from cgprof.metrics import gap_chunked, gap_measure
 from cgprof.metrics import intervals as iv
 
 TRACES = ["mlp_train_eager", "mlp_train_graph", "ddp_mlp_train_graph", "resnet18_infer_graph",
@@ -31,14 +31,14 @@ def test_chunked_gaps_equal_the_whole_array_sweep(traces_dir, monkeypatch, name,
     trace = cgprof.load(traces_dir / f"{name}.sqlite")
     ops, calls = gpu_ops(trace), api_calls(trace)
     windows = _windows(ops)
-    slow = [G.gpu_gaps(ops, calls, window=w) for w in windows]
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 0)
+    slow = [gap_measure.gpu_gaps(ops, calls, window=w) for w in windows]
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 0)
     monkeypatch.setattr(iv, "SWEEP_CHUNK", chunk)
     used = []
-    of = G._Chunked.of
-    monkeypatch.setattr(G._Chunked, "of", staticmethod(lambda o, c: used.append(of(o, c))
-                                                        or used[-1]))
-    fast = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+    of = gap_chunked._Chunked.of
+    monkeypatch.setattr(gap_chunked._Chunked, "of",
+                        staticmethod(lambda o, c: used.append(of(o, c)) or used[-1]))
+    fast = [gap_measure.gpu_gaps(ops, calls, window=w) for w in windows]
     if name != "ddp_mlp_train_graph":  # two processes: the general path
         assert any(u is not None for u in used)
     for f, s in zip(fast, slow, strict=True):
@@ -79,7 +79,7 @@ def test_dense_code_is_the_sorted_distinct_tuples():
     for _ in range(100):
         n = int(rng.integers(1, 50))
         a, b = rng.integers(3, 6, n), rng.integers(-2, 2, n)
-        coded = G._dense_code([a, b])
+        coded = gap_chunked._dense_code([a, b])
         pairs = sorted(set(zip(a.tolist(), b.tolist(), strict=True)))
         code, (va, vb) = coded
         assert list(zip(va.tolist(), vb.tolist(), strict=True)) == pairs
@@ -88,8 +88,8 @@ def test_dense_code_is_the_sorted_distinct_tuples():
         else:
             rows = list(zip(a.tolist(), b.tolist(), strict=True))
             assert [pairs[c] for c in code.tolist()] == rows
-    assert G._dense_code([np.array([0, 2**40])]) is None
-    assert pd.api.types.is_integer_dtype(G._dense_code([np.array([1, 2])])[0])
+    assert gap_chunked._dense_code([np.array([0, 2**40])]) is None
+    assert pd.api.types.is_integer_dtype(gap_chunked._dense_code([np.array([1, 2])])[0])
 
 
 def test_gap_sweep_in_chunks_equals_one_sweep(monkeypatch):
@@ -274,13 +274,13 @@ def test_chunked_gaps_on_synthetic_devices(monkeypatch, devices):
         ops, calls = _synthetic(rng, int(rng.integers(20, 200)), devices)
         lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
         windows = [None, (lo - 5, hi + 5), (lo, hi), (lo + (hi - lo) // 4, hi - (hi - lo) // 4)]
-        monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 10**9)
-        slow = [G.gpu_gaps(ops, calls, window=w) for w in windows]
-        monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 0)
+        monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 10**9)
+        slow = [gap_measure.gpu_gaps(ops, calls, window=w) for w in windows]
+        monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 0)
         for chunk in (3, 17, 1 << 20):
             monkeypatch.setattr(iv, "SWEEP_CHUNK", chunk)
-            assert G._Chunked.of(ops, calls) is not None
-            fast = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+            assert gap_chunked._Chunked.of(ops, calls) is not None
+            fast = [gap_measure.gpu_gaps(ops, calls, window=w) for w in windows]
             for f, s in zip(fast, slow, strict=True):
                 pdt.assert_frame_equal(f.gaps, s.gaps)
                 for table in ("devices", "by_kind", "histogram", "streams"):

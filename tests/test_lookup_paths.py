@@ -80,18 +80,18 @@ def test_dense_room_is_wider_only_below_a_million_keys():
 def test_window_gaps_from_the_span_gaps_alone_equal_those_from_its_result(traces_dir, name):
     """analyze measures the steps' span without its tables when the window is another:
     window_gaps reads only the gaps, and listed() is above().gaps."""
-    from cgprof.metrics import gaps as G
+    from cgprof.metrics import gap_measure
 
     ops, calls = _ops_calls(traces_dir, name)
     lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
     span, third = (lo - 1000, hi + 1000), (hi - lo) // 3
-    measured = G.measure_gaps(ops, calls, window=span, streams=False)
+    measured = gap_measure.measure_gaps(ops, calls, window=span, streams=False)
     assert measured.streams is None
-    full = G.measure_gaps(ops, calls, window=span).result()
+    full = gap_measure.measure_gaps(ops, calls, window=span).result()
     pdt.assert_frame_equal(measured.gaps, full.gaps)
     for w in ((lo, hi), (lo + third, hi - third), (lo + third, hi + 1000)):
-        a = G.window_gaps(measured, ops, calls, span, w)
-        b = G.window_gaps(full, ops, calls, span, w)
+        a = gap_measure.window_gaps(measured, ops, calls, span, w)
+        b = gap_measure.window_gaps(full, ops, calls, span, w)
         for table in ("devices", "gaps", "by_kind", "histogram", "streams"):
             pdt.assert_frame_equal(getattr(a, table), getattr(b, table))
     for min_gap in (0, 2000):
@@ -212,7 +212,7 @@ def test_step_lookup_kept_from_compute_steps_equals_the_joins(traces_dir):
     from cgprof.metrics import analyze
     from cgprof.metrics import steps as St
     from cgprof.metrics.coverage import call_steps_of
-    from cgprof.metrics.gaps import gpu_gaps
+    from cgprof.metrics.gap_measure import gpu_gaps
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
 

@@ -77,7 +77,7 @@ def test_classify_steps_merge_fallback_equals_lookup(traces_dir):
     """classify_steps' key lookup gives the inner merge's launch_wait_ns (the path taken when
     call_steps' keys are not plain int64)."""
     import cgprof
-    from cgprof.metrics.gaps import gpu_gaps
+    from cgprof.metrics.gap_measure import gpu_gaps
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
 

@@ -24,7 +24,8 @@ from cgprof.metrics.coverage import (
     graph_coverage,
     window_positions,
 )
-from cgprof.metrics.gaps import GapResult, MeasuredGaps, measure_gaps, window_gaps
+from cgprof.metrics.gap_measure import measure_gaps, window_gaps
+from cgprof.metrics.gap_result import GapResult, MeasuredGaps
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import GRAPH_LAUNCH, api_calls, launch_summary
 from cgprof.metrics.replays import ReplayResult, graph_replays
