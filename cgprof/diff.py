@@ -617,7 +617,7 @@ def _per_family(family: pd.Series, dur: pd.Series,
 
 @dataclass(frozen=True)
 class _StepFacts:
-    """What a text or JSON diff reads of a :class:`~cgprof.metrics.steps.StepResult`."""
+    """What a text or JSON diff reads of a :class:`~cgprof.metrics.step_result.StepResult`."""
 
     steps: pd.DataFrame
     rule: Any

@@ -74,7 +74,7 @@ def wait_table(steps: Any) -> tuple[Any, int, int]:
     sliced gap sweep's ``wait``)."""
     import numpy as np
 
-    from cgprof.metrics.steps import _dense_steps
+    from cgprof.metrics.step_attribution import _dense_steps
 
     lookup = steps._lookup()
     if lookup is not None:

@@ -21,13 +21,10 @@ from cgprof.metrics.gap_reduced import measure_gaps_reduced
 from cgprof.metrics.gap_result import GapResult
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls
-from cgprof.metrics.steps import (
-    StepResult,
-    _dense_steps,
-    classify_steps,
-    compute_steps,
-    fill_launch_wait,
-)
+from cgprof.metrics.step_attribution import _dense_steps
+from cgprof.metrics.step_launch_wait import classify_steps, fill_launch_wait
+from cgprof.metrics.step_result import StepResult
+from cgprof.metrics.steps import compute_steps
 
 pytestmark = pytest.mark.timeout(120)
 

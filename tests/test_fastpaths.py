@@ -279,7 +279,7 @@ def test_step_keys_by_lookup_table_equal_the_unique_path(traces_dir, monkeypatch
     give exactly the np.unique + searchsorted path they skip, in compute_steps and in
     classify_steps."""
     import cgprof
-    from cgprof.metrics import steps as St
+    from cgprof.metrics import step_attribution, step_launch_wait, steps
     from cgprof.metrics.gap_measure import gpu_gaps
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
@@ -288,15 +288,18 @@ def test_step_keys_by_lookup_table_equal_the_unique_path(traces_dir, monkeypatch
     ops, calls = gpu_ops(trace), api_calls(trace)
     gaps = gpu_gaps(ops, calls).gaps
     used = []
-    dense = St._dense_steps
-    monkeypatch.setattr(St, "_dense_steps",
-                        lambda *a: used.append(dense(*a) is not None) or dense(*a))
-    fast = St.compute_steps(trace, calls, ops)
-    St.classify_steps(fast, gaps)
-    monkeypatch.setattr(St, "_dense_steps", lambda *a: None)
-    monkeypatch.setattr(St, "_first_match_dense", lambda a, b: None)
-    slow = St.compute_steps(trace, calls, ops)
-    St.classify_steps(slow, gaps)
+    dense = step_attribution._dense_steps
+    readers = (step_attribution, step_launch_wait)  # the modules that call them
+    for m in readers:
+        monkeypatch.setattr(m, "_dense_steps",
+                            lambda *a: used.append(dense(*a) is not None) or dense(*a))
+    fast = steps.compute_steps(trace, calls, ops)
+    step_launch_wait.classify_steps(fast, gaps)
+    for m in readers:
+        monkeypatch.setattr(m, "_dense_steps", lambda *a: None)
+        monkeypatch.setattr(m, "_first_match_dense", lambda a, b: None)
+    slow = steps.compute_steps(trace, calls, ops)
+    step_launch_wait.classify_steps(slow, gaps)
     # resnet18_train_eager's correlation ids span 6.8 times its calls: a table since
     # intervals.dense_room (4 slots per call before, the np.unique path then)
     assert used[0]

@@ -137,7 +137,7 @@ def test_replay_inner_gap_blocks_equal_one_block(monkeypatch):
 
 
 def test_per_step_family_in_chunks_equals_one_bincount(monkeypatch):
-    from cgprof.metrics import steps as S
+    from cgprof.metrics import step_table
 
     rng = np.random.default_rng(9)
     for _ in range(50):
@@ -151,14 +151,14 @@ def test_per_step_family_in_chunks_equals_one_bincount(monkeypatch):
         want_h = np.bincount(bins, weights=dur[live].astype(np.float64),
                              minlength=n * k)[: n * k].reshape(n, k)
         for chunk in (1, 4, 1 << 20):
-            monkeypatch.setattr(S, "_CHUNK", chunk)
-            got_c, got_h = S._per_step_family(call_step, live, fcode, dur, n, k)
+            monkeypatch.setattr(step_table, "_CHUNK", chunk)
+            got_c, got_h = step_table._per_step_family(call_step, live, fcode, dur, n, k)
             assert got_c.tolist() == want_c.tolist()
             assert got_h.tolist() == want_h.tolist()
 
 
 def test_busy_per_step_in_chunks_equals_the_sorted_sweep(monkeypatch):
-    from cgprof.metrics import steps as S
+    from cgprof.metrics import step_table
 
     rng = np.random.default_rng(10)
     for _ in range(200):
@@ -171,14 +171,15 @@ def test_busy_per_step_in_chunks_equals_the_sorted_sweep(monkeypatch):
         if rng.random() < 0.5:
             step[rng.random(m) < 0.2] = -1
         mask = (step >= 0) & (rng.random(m) < rng.choice([1.0, 0.6]))
-        assert S._steps_follow_time(step, start, end, mask)
-        want = S._busy_per_step(step[mask], start[mask], end[mask], n)
+        assert step_table._steps_follow_time(step, start, end, mask)
+        want = step_table._busy_per_step(step[mask], start[mask], end[mask], n)
         for chunk in (1, 2, 5, 1 << 20):
-            monkeypatch.setattr(S, "_CHUNK", chunk)
-            got = S._busy_per_step_chunked(step, start, end, n, mask)
+            monkeypatch.setattr(step_table, "_CHUNK", chunk)
+            got = step_table._busy_per_step_chunked(step, start, end, n, mask)
             for k in want:
                 assert got[k].tolist() == want[k].tolist(), (k, chunk)
-    assert not S._steps_follow_time(np.array([1, 0]), np.array([0, 1]), np.array([1, 2]), None)
+    assert not step_table._steps_follow_time(np.array([1, 0]), np.array([0, 1]), np.array([1, 2]),
+                                             None)
 
 
 def test_gpu_ops_merge_of_sorted_sources_is_the_stable_sort(monkeypatch):
@@ -215,17 +216,16 @@ def test_gpu_ops_merge_of_sorted_sources_is_the_stable_sort(monkeypatch):
 @pytest.mark.parametrize("name", ["mlp_train_eager", "mlp_train_graph", "ddp_mlp_train_graph",
                                   "user_train_graph"])
 def test_launch_wait_per_step_in_chunks(traces_dir, monkeypatch, name):
-    from cgprof.metrics import analyze
-    from cgprof.metrics import steps as S
+    from cgprof.metrics import analyze, step_launch_wait, step_table
 
     r = analyze(traces_dir / f"{name}.sqlite")
     gaps, cs, n = r.step_gaps, r.steps.call_steps, len(r.steps.steps)
-    rows = np.flatnonzero(S._is_value(gaps["kind"], "launch_bound"))
-    want = S._wait_per_step(gaps, rows, cs, n)
+    rows = np.flatnonzero(step_table._is_value(gaps["kind"], "launch_bound"))
+    want = step_launch_wait._wait_per_step(gaps, rows, cs, n)
     assert want.tolist() == r.steps.steps["launch_wait_ns"].tolist()
     for chunk in (1, 5, 1 << 20):
-        monkeypatch.setattr(S, "_CHUNK", chunk)
-        got = S._wait_per_step_chunked(gaps, rows, cs, n)
+        monkeypatch.setattr(step_table, "_CHUNK", chunk)
+        got = step_launch_wait._wait_per_step_chunked(gaps, rows, cs, n)
         if name == "ddp_mlp_train_graph":
             assert got is None  # two processes
         elif name == "user_train_graph":  # dense correlation ids: the lookup table

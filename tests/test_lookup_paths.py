@@ -156,17 +156,17 @@ def test_step_groups_from_arrays_equal_the_frame_filters(traces_dir, monkeypatch
     range's name blanked once: a missing name is never a step's) gives what the per-thread
     frame filters gave."""
     import cgprof
-    from cgprof.metrics import steps as St
+    from cgprof.metrics import step_table, steps
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
     from cgprof.metrics.summaries import nvtx_ranges
 
     seen = []
-    real = St._groups
-    monkeypatch.setattr(St, "_groups", lambda r, i: seen.append((r, i)) or real(r, i))
+    real = step_table._groups
+    monkeypatch.setattr(step_table, "_groups", lambda r, i: seen.append((r, i)) or real(r, i))
     for path in sorted(traces_dir.glob("*.sqlite")):
         trace = cgprof.load(path)
-        St.compute_steps(trace, api_calls(trace), gpu_ops(trace))
+        steps.compute_steps(trace, api_calls(trace), gpu_ops(trace))
         assert nvtx_ranges(trace) is not None
     assert len(seen) >= 10
     for ranges, inst in seen:
@@ -179,7 +179,7 @@ def test_step_groups_from_arrays_equal_the_frame_filters(traces_dir, monkeypatch
 
 def test_window_from_columns_equals_the_window_steps_frame(traces_dir):
     import cgprof
-    from cgprof.metrics import steps as St
+    from cgprof.metrics import step_result, steps
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
 
@@ -195,10 +195,10 @@ def test_window_from_columns_equals_the_window_steps_frame(traces_dir):
 
     for path in sorted(traces_dir.glob("*.sqlite")):
         trace = cgprof.load(path)
-        res = St.compute_steps(trace, api_calls(trace), gpu_ops(trace))
+        res = steps.compute_steps(trace, api_calls(trace), gpu_ops(trace))
         assert res.window() == by_frame(res), path.name
         none_in = res.steps.assign(in_window=False)  # no steady step: every step
-        other = St.StepResult(**{**res.__dict__, "steps": none_in})
+        other = step_result.StepResult(**{**res.__dict__, "steps": none_in})
         assert other.window() == by_frame(other), path.name
 
 
@@ -209,8 +209,7 @@ def test_step_lookup_kept_from_compute_steps_equals_the_joins(traces_dir):
     import dataclasses
 
     import cgprof
-    from cgprof.metrics import analyze
-    from cgprof.metrics import steps as St
+    from cgprof.metrics import analyze, step_launch_wait, steps
     from cgprof.metrics.coverage import call_steps_of
     from cgprof.metrics.gap_measure import gpu_gaps
     from cgprof.metrics.gpu import gpu_ops
@@ -220,16 +219,16 @@ def test_step_lookup_kept_from_compute_steps_equals_the_joins(traces_dir):
     for path in sorted(traces_dir.glob("*.sqlite")):
         trace = cgprof.load(path)
         ops, calls = gpu_ops(trace), api_calls(trace)
-        res = St.compute_steps(trace, calls, ops)
+        res = steps.compute_steps(trace, calls, ops)
         got = res.step_of_calls(calls)
         if got is not None:
             kept += 1
             assert got.tolist() == call_steps_of(calls, res.call_steps).tolist(), path.name
             gaps = gpu_gaps(ops, calls).gaps
             other = dataclasses.replace(res, steps=res.steps.copy())
-            St.classify_steps(res, gaps)
+            step_launch_wait.classify_steps(res, gaps)
             other.lookup = None
-            St.classify_steps(other, gaps)
+            step_launch_wait.classify_steps(other, gaps)
             pdt.assert_frame_equal(res.steps, other.steps)
         copy = dataclasses.replace(res, call_steps=res.call_steps.iloc[0:0].copy())
         assert copy.step_of_calls(calls) is None and copy._lookup() is None

@@ -55,7 +55,9 @@ from cgprof.metrics.intervals import table_get
 from cgprof.metrics.launches import api_calls, launch_cells, launch_table
 from cgprof.metrics.launchsteps import launch_labels
 from cgprof.metrics.replays import ReplayResult, graph_replays, merge_replays
-from cgprof.metrics.steps import StepResult, fill_launch_wait, measure_chunk, step_instances
+from cgprof.metrics.step_launch_wait import fill_launch_wait
+from cgprof.metrics.step_result import StepResult
+from cgprof.metrics.steps import measure_chunk, step_instances
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
 from cgprof.metrics.verdict import (
     VerdictPartial,

@@ -48,9 +48,9 @@ def measure_gaps_reduced(ops: pd.DataFrame, calls: pd.DataFrame,
     """``gpu_gaps(ops, calls, window).above(min_gap_ns).longest(limit)`` (what a report
     reads: :meth:`cgprof.metrics.AnalysisResult.light`), and with ``wait`` = (table, lo,
     steps) the launch wait per step of these gaps, every gap however short (int64[steps]:
-    ``launch_wait_ns`` as :func:`cgprof.metrics.steps.classify_steps` sums it from this
+    ``launch_wait_ns`` as :func:`cgprof.metrics.step_launch_wait.classify_steps` sums it from this
     measurement's table; ``table[corr_id - lo]`` is the step of a correlation id's call, -1
-    none, as :func:`cgprof.metrics.steps._dense_steps` makes it, for the one process of
+    none, as :func:`cgprof.metrics.step_attribution._dense_steps` makes it, for the one process of
     ``ops`` and ``calls``); else None. ``tables=False``: the wait only (no GapResult: the
     steps' span when the report's window is another). ``bins``: :class:`GapBins` that the
     listed gaps, the window's edges left out, are added to (:attr:`GapAsk.bins`).
