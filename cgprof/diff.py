@@ -37,7 +37,7 @@ import pandas as pd
 from cgprof.errors import AnalysisError, CgprofError
 from cgprof.metrics import AnalysisResult
 from cgprof.metrics.coverage import call_steps_of, step_positions
-from cgprof.metrics.gaps import GAP_BIN_EDGES_US, GapBins, add_gap_table, extent_positions
+from cgprof.metrics.gap_sinks import GAP_BIN_EDGES_US, GapBins, add_gap_table, extent_positions
 from cgprof.metrics.intervals import counts_by_code, sums_by_code
 from cgprof.metrics.launches import FAMILIES, api_calls
 from cgprof.metrics.windows import WindowTotals, extent_ends, name_totals
@@ -621,7 +621,7 @@ def _per_family(family: pd.Series, dur: pd.Series,
 
 @dataclass(frozen=True)
 class _StepFacts:
-    """What a text or JSON diff reads of a :class:`~cgprof.metrics.steps.StepResult`."""
+    """What a text or JSON diff reads of a :class:`~cgprof.metrics.step_result.StepResult`."""
 
     steps: pd.DataFrame
     rule: Any
@@ -639,7 +639,7 @@ class _Facts:
 @dataclass(frozen=True, eq=False)
 class _WindowGaps:
     """The rows of ``source`` (a result's ``step_gaps``) that start inside a window step's
-    extent (:func:`cgprof.metrics.gaps.extent_positions` of the steps' ``starts`` and
+    extent (:func:`cgprof.metrics.gap_sinks.extent_positions` of the steps' ``starts`` and
     ``ext_cummax``), with the ``step`` of ``step_ids`` that holds each: :attr:`RunView.gaps`,
     made only when read."""
 

@@ -74,7 +74,7 @@ def wait_table(steps: Any) -> tuple[Any, int, int]:
     sliced gap sweep's ``wait``)."""
     import numpy as np
 
-    from cgprof.metrics.steps import _dense_steps
+    from cgprof.metrics.step_attribution import _dense_steps
 
     lookup = steps._lookup()
     if lookup is not None:
@@ -150,7 +150,7 @@ def make_db(tmp_path: Path) -> Callable[..., Path]:
 class Slices:
     """A callable reading ``ops`` cut at rows ``cuts`` (ascending, from 0 to len(ops);
     repeats: empty slices), as a chunked analysis reads its GPU timeline a slice at a time
-    (cgprof.metrics.gaps.measure_gaps_sliced_each); ``reads`` counts the reads."""
+    (cgprof.metrics.gap_slices.measure_gaps_sliced_each); ``reads`` counts the reads."""
 
     def __init__(self, ops: Any, cuts: list[int]):
         self.ops, self.cuts, self.reads = ops, cuts, 0
@@ -204,11 +204,12 @@ def spy_sweeps(monkeypatch: Any, slices: bool = True) -> dict[str, int]:
     """The gap measurement's sliced sweep from one op on (``CHUNKED_MIN_OPS`` 1), counting
     the sweeps finished (``sweeps``), the fallbacks and, with ``slices``, the slices swept,
     whatever became of their sweep (``slices``)."""
-    from cgprof.metrics import gaps as G
+    from cgprof.metrics import gap_chunked, gap_slices
 
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1)
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 1)
     seen = {"sweeps": 0, "fallbacks": 0, **({"slices": 0} if slices else {})}
-    finish, fallback, add = G._SliceSweep.finish, G._SlicedRun.fallback, G._SliceSweep.add
+    finish, add = gap_slices._SliceSweep.finish, gap_slices._SliceSweep.add
+    fallback = gap_slices._SlicedRun.fallback
 
     def spy_finish(self: Any) -> Any:
         got = finish(self)
@@ -224,9 +225,9 @@ def spy_sweeps(monkeypatch: Any, slices: bool = True) -> dict[str, int]:
         seen["slices"] += ok
         return ok
 
-    monkeypatch.setattr(G._SliceSweep, "finish", spy_finish)
-    monkeypatch.setattr(G._SlicedRun, "fallback", spy_fallback)
+    monkeypatch.setattr(gap_slices._SliceSweep, "finish", spy_finish)
+    monkeypatch.setattr(gap_slices._SlicedRun, "fallback", spy_fallback)
     if slices:
-        monkeypatch.setattr(G._SliceSweep, "add", spy_add)
+        monkeypatch.setattr(gap_slices._SliceSweep, "add", spy_add)
     return seen
 

@@ -1,6 +1,7 @@
-"""The reduced gap measurement of the chunked analysis (cgprof.metrics.gaps.measure_gaps_reduced):
-what the reports read of the GPU gaps and the steps' launch wait, without the gap table, is
-what the whole analysis gives, bit for bit (docs/chunked.md, 2d)."""
+"""The reduced gap measurement of the chunked analysis
+(cgprof.metrics.gap_reduced.measure_gaps_reduced): what the reports read of the GPU gaps and
+the steps' launch wait, without the gap table, is what the whole analysis gives, bit for bit
+(docs/chunked.md, 2d)."""
 
 from __future__ import annotations
 
@@ -14,18 +15,16 @@ import pandas.testing as pdt
 import pytest
 
 import cgprof
-from cgprof.metrics import analyze, chunked
-from cgprof.metrics import gaps as G
-from cgprof.metrics.gaps import GapResult, gpu_gaps, measure_gaps, measure_gaps_reduced
+from cgprof.metrics import analyze, chunked, gap_chunked, gap_measure, gap_reduced, gap_result
+from cgprof.metrics.gap_measure import gpu_gaps, measure_gaps
+from cgprof.metrics.gap_reduced import measure_gaps_reduced
+from cgprof.metrics.gap_result import GapResult
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls
-from cgprof.metrics.steps import (
-    StepResult,
-    _dense_steps,
-    classify_steps,
-    compute_steps,
-    fill_launch_wait,
-)
+from cgprof.metrics.step_attribution import _dense_steps
+from cgprof.metrics.step_launch_wait import classify_steps, fill_launch_wait
+from cgprof.metrics.step_result import StepResult
+from cgprof.metrics.steps import compute_steps
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -98,15 +97,15 @@ def _same(got: GapResult | None, want: GapResult) -> None:
 def reduced_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Force the chunked sweep on small traces; counts the reduced results made without a
     gap table."""
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1)
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 1)
     made: list[int] = []
-    result = G._GapSummary.result
+    result = gap_reduced._GapSummary.result
 
     def spy(self: Any, *a: Any, **kw: Any) -> GapResult:
         made.append(1)
         return result(self, *a, **kw)
 
-    monkeypatch.setattr(G._GapSummary, "result", spy)
+    monkeypatch.setattr(gap_reduced._GapSummary, "result", spy)
     return made
 
 
@@ -148,7 +147,7 @@ def test_reduced_gaps_across_many_fill_chunks(path: Path, reduced_runs: list[int
     inp = _inputs(path)
     if inp is None:
         pytest.skip("not a trace the chunked path takes")
-    monkeypatch.setattr(G, "FILL_CHUNK", 37)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 37)
     span_gaps = measure_gaps(inp.ops, inp.calls, window=inp.span).gaps
     for window in (None, inp.window, inp.span):
         for min_gap in (0, 2000):
@@ -173,7 +172,7 @@ def test_reduced_gaps_of_several_devices(traces_dir: Path, name: str, reduced_ru
     lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
     devices = set()
     for chunk in (37, 1 << 18):
-        monkeypatch.setattr(G, "FILL_CHUNK", chunk)
+        monkeypatch.setattr(gap_chunked, "FILL_CHUNK", chunk)
         for window in (None, inp.window, (lo + (hi - lo) // 3, hi - (hi - lo) // 3)):
             measured = measure_gaps(ops, inp.calls, window=window)
             devices.add(measured.gaps["device_id"].nunique())
@@ -215,7 +214,7 @@ def test_stream_table_swept_is_the_stream_table(traces_dir: Path, chunk: int,
         two = inp.ops.assign(device_id=np.where(np.arange(len(inp.ops)) % 3 == 0, 3, 1))
         for ops in (inp.ops, two):
             for window in (None, inp.window, inp.span):
-                live = G._live_ops(ops, window)
-                got = G._stream_table_swept(live)
+                live = gap_measure._live_ops(ops, window)
+                got = gap_chunked._stream_table_swept(live)
                 assert got is not None
-                pdt.assert_frame_equal(got, G._stream_table(live), check_exact=True)
+                pdt.assert_frame_equal(got, gap_result._stream_table(live), check_exact=True)

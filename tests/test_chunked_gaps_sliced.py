@@ -1,5 +1,5 @@
 """The GPU gaps of the chunked analysis measured a slice of the timeline at a time
-(cgprof.metrics.gaps.measure_gaps_sliced): exactly measure_gaps_reduced of the slices joined,
+(cgprof.metrics.gap_slices.measure_gaps_sliced): exactly measure_gaps_reduced of the slices joined,
 whatever the cuts (one row a slice, a few, empty slices, a cut between two ops that start
 together), forced small fill chunks, several windows, limits, floors and waits, two GPUs; the
 fallbacks (too few ops, a check that fails, no inner gap); and the chunked analysis reading
@@ -20,9 +20,10 @@ import pytest
 from conftest import Slices, every_cut, random_cuts, spy_sweeps, wait_table, with_tied_copies
 
 import cgprof
-from cgprof.metrics import analyze, chunked
-from cgprof.metrics import gaps as G
-from cgprof.metrics.gaps import GapAsk, GapResult, measure_gaps_reduced
+from cgprof.metrics import analyze, chunked, gap_chunked, gap_measure, gap_slices
+from cgprof.metrics.gap_reduced import measure_gaps_reduced
+from cgprof.metrics.gap_result import GapResult
+from cgprof.metrics.gap_slices import GapAsk
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls
 from cgprof.metrics.steps import compute_steps
@@ -124,7 +125,7 @@ def _sliced(ops: pd.DataFrame, calls: pd.DataFrame, cuts: list[int], asks: list[
             ) -> tuple[list[Any], Slices]:
     assert cuts[0] == 0 and cuts[-1] == len(ops)
     slices = Slices(ops, cuts)
-    return G.measure_gaps_sliced_each(slices, calls, asks, concat), slices
+    return gap_slices.measure_gaps_sliced_each(slices, calls, asks, concat), slices
 
 
 @pytest.fixture
@@ -160,19 +161,19 @@ def test_sliced_gaps_are_the_whole_measurement(path: Path, swept: dict[str, int]
     ops, calls, n = case.ops, case.calls, len(case.ops)
     asks = _asks(case)
     want = _Wanted(ops, calls)
-    runs = [([0, n], G.FILL_CHUNK, asks), ([0, n], 37, asks[2::7]),
+    runs = [([0, n], gap_chunked.FILL_CHUNK, asks), ([0, n], 37, asks[2::7]),
             (every_cut(n, 50), 37, asks[0::6]), (random_cuts(n, n, 80), 5, asks[1::13]),
             (every_cut(n, 7, 1000), 5, asks[3::20])]
     for cuts, fill, some in runs:
-        monkeypatch.setattr(G, "FILL_CHUNK", fill)
+        monkeypatch.setattr(gap_chunked, "FILL_CHUNK", fill)
         got, slices = _sliced(ops, calls, cuts, some)
         _check(got, want(some), some, f"{len(cuts)} cuts")
         assert slices.reads == 1
     assert swept == {"sweeps": sum(len(r[2]) for r in runs), "fallbacks": 0}
     # the one-measurement call
     a = asks[-4]
-    got1 = G.measure_gaps_sliced(Slices(ops, every_cut(n, 13)), calls, a.window, a.min_gap_ns,
-                                 a.limit, a.wait, a.tables)
+    got1 = gap_slices.measure_gaps_sliced(Slices(ops, every_cut(n, 13)), calls, a.window,
+                                          a.min_gap_ns, a.limit, a.wait, a.tables)
     _check([got1], want([a]), [a], "measure_gaps_sliced")
 
 
@@ -189,7 +190,7 @@ def test_a_slice_per_op(name: str, swept: dict[str, int],
     case = _taken(path)
     asks = [a for a in _asks(case) if (a.limit, a.min_gap_ns, a.wait is None) in (
         (5, 0, False), (1000, 5000, True)) or not a.tables]
-    monkeypatch.setattr(G, "FILL_CHUNK", 5)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 5)
     got, _ = _sliced(case.ops, case.calls, every_cut(len(case.ops), 1), asks)
     _check(got, _reference(case.ops, case.calls, asks), asks, "a slice per op")
     assert swept == {"sweeps": len(asks), "fallbacks": 0}
@@ -215,7 +216,7 @@ def test_sliced_gaps_of_two_devices(traces_dir: Path, name: str, swept: dict[str
         first = want(asks[:1])[0][0]
         assert first is not None and first.devices["device_id"].tolist() == sorted(ids)
         for cuts, fill, some in runs:
-            monkeypatch.setattr(G, "FILL_CHUNK", fill)
+            monkeypatch.setattr(gap_chunked, "FILL_CHUNK", fill)
             got, _ = _sliced(two, calls, cuts, some)
             _check(got, want(some), some, f"devices {ids}")
     assert swept["fallbacks"] == 0
@@ -237,7 +238,7 @@ def test_cuts_between_ops_that_start_together(traces_dir: Path, name: str,
             in ((5, 0, False), (1000, 5000, True))]
     two = tied.assign(device_id=np.arange(n) // 2 % 2)  # a tie on each device, or across
     for ops, fill in ((tied, 37), (two, 5)):
-        monkeypatch.setattr(G, "FILL_CHUNK", fill)
+        monkeypatch.setattr(gap_chunked, "FILL_CHUNK", fill)
         got, _ = _sliced(ops, case.calls, [0, *rows, n], asks)
         _check(got, _reference(ops, case.calls, asks), asks, name)
     assert swept["fallbacks"] == 0
@@ -247,11 +248,11 @@ def test_streams_too_far_apart_for_codes(traces_dir: Path, swept: dict[str, int]
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Stream ids 10**6 apart: measure_gaps_reduced's stream table is union_busy's
     (_stream_table_swept declines); the slices' is the same."""
-    monkeypatch.setattr(G, "FILL_CHUNK", 37)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 37)
     case = _taken(traces_dir / "mlp_train_graph.sqlite")
     ops = case.ops.assign(stream_id=case.ops["stream_id"].to_numpy() * 10**6)
     assert ops["stream_id"].nunique() > 1
-    assert G._stream_table_swept(ops) is None
+    assert gap_chunked._stream_table_swept(ops) is None
     asks = [a for a in _asks(case) if a.limit == 1000 and a.min_gap_ns == 0]
     got, _ = _sliced(ops, case.calls, random_cuts(len(ops), 3, 30), asks)
     _check(got, _reference(ops, case.calls, asks), asks, "streams")
@@ -264,7 +265,7 @@ def test_fallbacks(traces_dir: Path, swept: dict[str, int],
     below CHUNKED_MIN_OPS (held, one read), a check failing before the sweep began (held,
     one read) or after (read again), no inner gap, devices too far apart, every gap listed.
     And the sweep beginning part way, once CHUNKED_MIN_OPS ops are held."""
-    monkeypatch.setattr(G, "FILL_CHUNK", 37)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 37)
     case = _taken(traces_dir / "resnet18_train_graph.sqlite")
     ops, calls, n = case.ops, case.calls, len(case.ops)
     window = case.windows[2]
@@ -273,7 +274,7 @@ def test_fallbacks(traces_dir: Path, swept: dict[str, int],
             GapAsk(window, wait=case.wait, tables=False)]
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     inside = np.flatnonzero((start >= window[0]) & (end <= window[1]))  # live, unclipped
-    live = len(G._live_ops(ops, window))
+    live = len(gap_measure._live_ops(ops, window))
     cuts = every_cut(n, 50)
 
     def run(ops: pd.DataFrame, cuts: list[int], reads: int, sweeps: int, fallbacks: int,
@@ -290,7 +291,7 @@ def test_fallbacks(traces_dir: Path, swept: dict[str, int],
     # every gap listed: measured whole (a table of every gap)
     run(ops, cuts, 1, 0, 1, asks=[GapAsk(window, 0, None, case.wait)], what="every gap")
     # the sweep from a third of the window's ops on: the held slices swept first
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", live // 3)
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", live // 3)
     run(ops, cuts, 1, 3, 0, what="from a third")
     # another process's op early (before the sweep began: held, one read) and late (read
     # again)
@@ -302,9 +303,9 @@ def test_fallbacks(traces_dir: Path, swept: dict[str, int],
     swapped = pd.concat([ops.iloc[:a], ops.iloc[b:c], ops.iloc[a:b], ops.iloc[c:]])
     run(swapped, cuts, 2, 0, 3, what="out of order")
     # below CHUNKED_MIN_OPS: held, never swept
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1 << 21)
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 1 << 21)
     run(ops, cuts, 1, 0, 3, what="too few")
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1)
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 1)
     # no inner gap (every op until the last end): the whole path, read again
     run(ops.assign(end_ns=int(ops["end_ns"].max())), cuts, 2, 0, 3, what="no gap")
     # two devices 70000 ids apart (more than _MAX_CODES): read again
@@ -342,7 +343,7 @@ def test_the_chunked_analysis_reads_the_slices(name: str, k: int, swept: dict[st
     from cgprof.report import json_report, text
 
     monkeypatch.setenv("CGPROF_NO_CACHE", "1")
-    monkeypatch.setattr(G, "FILL_CHUNK", 37)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 37)
     path = REPO / "traces" / f"{name}.sqlite"
 
     def reports(result: Any) -> tuple[str, str]:

@@ -177,7 +177,7 @@ def test_gap_table_fast_assembly_equals_concat_and_sort(traces_dir, monkeypatch,
     """gpu_gaps' column-wise merge of window-edge rows into the inner gaps (and the per-kind
     and per-device tables) give exactly the concat + sort_values + pandas masks they replace."""
     import cgprof
-    from cgprof.metrics import gaps as G
+    from cgprof.metrics import gap_measure, gap_result
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
 
@@ -185,25 +185,25 @@ def test_gap_table_fast_assembly_equals_concat_and_sort(traces_dir, monkeypatch,
     ops, calls = gpu_ops(trace), api_calls(trace)
     lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
     windows = [None, (lo - 1000, hi + 1000), (lo + (hi - lo) // 3, hi - (hi - lo) // 3)]
-    fast = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+    fast = [gap_measure.gpu_gaps(ops, calls, window=w) for w in windows]
     used = []
-    by_kind = G._by_kind
-    monkeypatch.setattr(G, "_merge_sorted", lambda a, b: used.append(1) or None)
-    monkeypatch.setattr(G, "busy_from_gaps", lambda g, k: None)
+    by_kind = gap_result._by_kind
+    monkeypatch.setattr(gap_measure, "_merge_sorted", lambda a, b: used.append(1) or None)
+    monkeypatch.setattr(gap_measure, "busy_from_gaps", lambda g, k: None)
 
     def by_kind_pandas(gaps, devices):  # object kinds: the pandas-mask loop
         return by_kind(gaps.assign(kind=gaps["kind"].astype(object)), devices)
 
-    monkeypatch.setattr(G, "_by_kind", by_kind_pandas)
-    monkeypatch.setattr(G, "_kind_bin_sums", lambda gaps: None)  # not the one-pass tables
-    slow = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+    monkeypatch.setattr(gap_result, "_by_kind", by_kind_pandas)
+    monkeypatch.setattr(gap_result, "_kind_bin_sums", lambda gaps: None)  # not the one-pass tables
+    slow = [gap_measure.gpu_gaps(ops, calls, window=w) for w in windows]
     assert len(used) == len(windows)
     for f, s in zip(fast, slow, strict=True):
         # the fast path keeps next_api a categorical; the concat path makes it str
         fg = f.gaps
         if len(fg) > 2:
             assert isinstance(fg["next_api"].dtype, pd.CategoricalDtype)
-            fg = fg.assign(next_api=G._str_array(fg["next_api"]))
+            fg = fg.assign(next_api=gap_measure._str_array(fg["next_api"]))
         pdt.assert_frame_equal(fg, s.gaps)
         for table in ("devices", "by_kind", "histogram", "streams"):
             pdt.assert_frame_equal(getattr(f, table), getattr(s, table))
@@ -279,8 +279,8 @@ def test_step_keys_by_lookup_table_equal_the_unique_path(traces_dir, monkeypatch
     give exactly the np.unique + searchsorted path they skip, in compute_steps and in
     classify_steps."""
     import cgprof
-    from cgprof.metrics import steps as St
-    from cgprof.metrics.gaps import gpu_gaps
+    from cgprof.metrics import step_attribution, step_launch_wait, steps
+    from cgprof.metrics.gap_measure import gpu_gaps
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
 
@@ -288,15 +288,18 @@ def test_step_keys_by_lookup_table_equal_the_unique_path(traces_dir, monkeypatch
     ops, calls = gpu_ops(trace), api_calls(trace)
     gaps = gpu_gaps(ops, calls).gaps
     used = []
-    dense = St._dense_steps
-    monkeypatch.setattr(St, "_dense_steps",
-                        lambda *a: used.append(dense(*a) is not None) or dense(*a))
-    fast = St.compute_steps(trace, calls, ops)
-    St.classify_steps(fast, gaps)
-    monkeypatch.setattr(St, "_dense_steps", lambda *a: None)
-    monkeypatch.setattr(St, "_first_match_dense", lambda a, b: None)
-    slow = St.compute_steps(trace, calls, ops)
-    St.classify_steps(slow, gaps)
+    dense = step_attribution._dense_steps
+    readers = (step_attribution, step_launch_wait)  # the modules that call them
+    for m in readers:
+        monkeypatch.setattr(m, "_dense_steps",
+                            lambda *a: used.append(dense(*a) is not None) or dense(*a))
+    fast = steps.compute_steps(trace, calls, ops)
+    step_launch_wait.classify_steps(fast, gaps)
+    for m in readers:
+        monkeypatch.setattr(m, "_dense_steps", lambda *a: None)
+        monkeypatch.setattr(m, "_first_match_dense", lambda a, b: None)
+    slow = steps.compute_steps(trace, calls, ops)
+    step_launch_wait.classify_steps(slow, gaps)
     # resnet18_train_eager's correlation ids span 6.8 times its calls: a table since
     # intervals.dense_room (4 slots per call before, the np.unique path then)
     assert used[0]

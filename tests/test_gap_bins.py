@@ -1,4 +1,4 @@
-"""The gap histograms of windows of steps (cgprof.metrics.gaps.GapBins) filled by the gap
+"""The gap histograms of windows of steps (cgprof.metrics.gap_sinks.GapBins) filled by the gap
 measurement itself (GapAsk.bins), a slice of the timeline at a time, with no table of every
 gap: exactly cgprof.diff's histogram of a view computed from the span's gap table (its gaps
 whose start lies in the window steps' extents, window edges left out), whatever the windows
@@ -22,17 +22,11 @@ import pytest
 from conftest import Slices, every_cut, random_cuts, spy_sweeps, wait_table, with_tied_copies
 
 import cgprof
-from cgprof.metrics import chunked
-from cgprof.metrics import gaps as G
-from cgprof.metrics.gaps import (
-    GAP_BIN_EDGES_US,
-    GapAsk,
-    GapBins,
-    bin_gaps,
-    extent_positions,
-    measure_gaps,
-    measure_gaps_reduced,
-)
+from cgprof.metrics import chunked, gap_chunked, gap_measure, gap_result, gap_slices
+from cgprof.metrics.gap_measure import measure_gaps
+from cgprof.metrics.gap_reduced import measure_gaps_reduced
+from cgprof.metrics.gap_sinks import GAP_BIN_EDGES_US, GapBins, bin_gaps, extent_positions
+from cgprof.metrics.gap_slices import GapAsk
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls
 from cgprof.metrics.steps import compute_steps
@@ -153,13 +147,14 @@ class _Wanted:
 
     def __call__(self, window: tuple[int, int] | None, min_gap_ns: int) -> list[pd.DataFrame]:
         if window not in self.tables:
-            saved = G.CHUNKED_MIN_OPS
-            G.CHUNKED_MIN_OPS = 1 << 21  # the whole-array measurement, whatever a test forces
+            saved = gap_chunked.CHUNKED_MIN_OPS
+            # the whole-array measurement, whatever a test forces
+            gap_chunked.CHUNKED_MIN_OPS = 1 << 21
             try:
                 self.tables[window] = measure_gaps(self.ops, self.calls, window=window).gaps
             finally:
-                G.CHUNKED_MIN_OPS = saved
-        listed = G._listed(self.tables[window], min_gap_ns)
+                gap_chunked.CHUNKED_MIN_OPS = saved
+        listed = gap_result._listed(self.tables[window], min_gap_ns)
         return [_diff_histogram(listed, e) for e in self.extents.values()]
 
 
@@ -200,7 +195,7 @@ def _run(ops: pd.DataFrame, calls: pd.DataFrame, cuts: list[int], asks: list[Gap
     beside the same ask without bins, whose results are the same."""
     slices = Slices(ops, cuts)
     every = [b for a in asks for b in ((a, dataclasses.replace(a, bins=())) if twins else (a,))]
-    got = G.measure_gaps_sliced_each(slices, calls, every)
+    got = gap_slices.measure_gaps_sliced_each(slices, calls, every)
     for a in asks:
         _same(a.bins, want(a.window, a.min_gap_ns), what)
     for (r, per), (r0, per0) in zip(got[0::2], got[1::2], strict=True) if twins else ():
@@ -262,7 +257,7 @@ def test_the_views_histogram_is_the_diffs(path: Path) -> None:
     """cgprof.diff's own histogram of a whole analysis's gaps (_WindowGaps.histogram, made
     through GapBins) is the old way's, window by window."""
     case = _taken(path)
-    table = G._listed(measure_gaps(case.ops, case.calls, window=case.span).gaps, 0)
+    table = gap_result._listed(measure_gaps(case.ops, case.calls, window=case.span).gaps, 0)
     for starts, ext_cummax in case.extents.values():
         got = D._WindowGaps(table, starts, ext_cummax, np.arange(len(starts))).histogram()
         want = _diff_histogram(table, (starts, ext_cummax))
@@ -288,11 +283,11 @@ def test_swept_bins_are_the_diffs_histograms(path: Path, swept: dict[str, int],
     ops, calls, n = case.ops, case.calls, len(case.ops)
     want = _Wanted(ops, calls, case.extents)
     assert want(case.span, 0)[0]["count"].sum() > 10  # every step's: some gaps
-    runs = [([0, n], G.FILL_CHUNK, slice(None), True),  # and each beside its twin
+    runs = [([0, n], gap_chunked.FILL_CHUNK, slice(None), True),  # and each beside its twin
             (every_cut(n, 50), 37, slice(0, 3), False),
             (random_cuts(n, n, 80), 5, slice(1, None, 2), False)]
     for cuts, fill, some, twins in runs:
-        monkeypatch.setattr(G, "FILL_CHUNK", fill)
+        monkeypatch.setattr(gap_chunked, "FILL_CHUNK", fill)
         slices = _run(ops, calls, cuts, _asks(case)[some], want,
                       f"{path.name}: {len(cuts)} cuts", twins)
         assert slices.reads == 1
@@ -303,7 +298,7 @@ def test_a_slice_per_op(traces_dir: Path, swept: dict[str, int],
                         monkeypatch: pytest.MonkeyPatch) -> None:
     """One op per slice: every gap found across a slice boundary."""
     case = _taken(traces_dir / "mlp_train_graph_graphtrace.sqlite")
-    monkeypatch.setattr(G, "FILL_CHUNK", 5)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 5)
     _run(case.ops, case.calls, every_cut(len(case.ops), 1), _asks(case)[1:3],
          _Wanted(case.ops, case.calls, case.extents), "a slice per op")
     assert (swept["sweeps"], swept["fallbacks"]) == (2, 0)
@@ -322,7 +317,7 @@ def test_cuts_between_ops_that_start_together(traces_dir: Path, name: str,
     assert (start[rows] == start[np.array(rows) - 1]).sum() > len(rows) // 2
     two = tied.assign(device_id=np.arange(n) // 2 % 2)
     for ops, fill in ((tied, 37), (two, 5)):
-        monkeypatch.setattr(G, "FILL_CHUNK", fill)
+        monkeypatch.setattr(gap_chunked, "FILL_CHUNK", fill)
         want = _Wanted(ops, case.calls, case.extents)
         _run(ops, case.calls, [0, *rows, n], _asks(case)[:3], want, f"{name} ties")
     assert (swept["sweeps"], swept["fallbacks"]) == (2 * 3, 0)
@@ -335,13 +330,13 @@ def test_fallback_bins(traces_dir: Path, swept: dict[str, int],
     or after (read again), while sweeping the held slices, ops out of order, no inner gap,
     devices far apart; one ask swept beside one falling back. A sweep given up leaves no
     count behind."""
-    monkeypatch.setattr(G, "FILL_CHUNK", 37)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 37)
     case = _taken(traces_dir / "resnet18_train_graph.sqlite")
     ops, calls, n = case.ops, case.calls, len(case.ops)
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     span = case.span
     inside = np.flatnonzero((start >= span[0]) & (end <= span[1]))
-    live = len(G._live_ops(ops, span))
+    live = len(gap_measure._live_ops(ops, span))
     cuts = every_cut(n, 50)
 
     def run(ops: pd.DataFrame, reads: int, sweeps: int, fallbacks: int, what: str,
@@ -370,12 +365,12 @@ def test_fallback_bins(traces_dir: Path, swept: dict[str, int],
     run(ops, 1, 1, 1, "mixed", [GapAsk(span, 0, 5, case.wait), GapAsk(span, 0, None)])
     # the sweep from a third of the live ops on: the held slices swept first; with another
     # process's op in the last held slice, that sweep fails after taking in the others
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", live // 3)
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", live // 3)
     run(ops, 1, 2, 0, "from a third")
     held = int(inside[live // 3 - 20])
     other = ops.assign(pid=np.where(np.arange(n) == held, 99, ops["pid"].to_numpy()))
     assert run(other, 1, 0, 2, "fails in the held slices") > 2 * 10  # (10 and more each)
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1 << 21)
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 1 << 21)
     run(ops, 1, 0, 2, "too few")
 
 
@@ -385,14 +380,14 @@ def test_measure_gaps_reduced_fills_bins(traces_dir: Path, devices: int,
     """measure_gaps_reduced called directly with bins: through the chunked sweep
     (_Chunked.run, one device and two) and the whole measurement (fewer ops than
     CHUNKED_MIN_OPS), waits alone and tables, floors 0 and 5 us; the results unchanged."""
-    monkeypatch.setattr(G, "FILL_CHUNK", 37)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 37)
     case = _taken(traces_dir / "transformer_train_eager.sqlite")
     ops = case.ops
     if devices == 2:
         ops = ops.assign(device_id=(np.arange(len(ops)) % 3 == 0).astype(np.int64))
     want = _Wanted(ops, case.calls, case.extents)
     runs = 0
-    spy = G._Chunked.run
+    spy = gap_chunked._Chunked.run
 
     def count_runs(self: Any, *a: Any) -> Any:
         nonlocal runs
@@ -400,9 +395,9 @@ def test_measure_gaps_reduced_fills_bins(traces_dir: Path, devices: int,
         runs += got is not None
         return got
 
-    monkeypatch.setattr(G._Chunked, "run", count_runs)
+    monkeypatch.setattr(gap_chunked._Chunked, "run", count_runs)
     for least, swept in ((1, True), (1 << 21, False)):
-        monkeypatch.setattr(G, "CHUNKED_MIN_OPS", least)
+        monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", least)
         for m, limit, tables in ((0, None, False), (5000, 5, True), (0, 5, True)):
             bins = _bins(case.extents)
             before = runs
@@ -425,7 +420,7 @@ def test_a_dropped_batch_is_caught(traces_dir: Path, swept: dict[str, int],
     case = _taken(traces_dir / "mlp_train_eager.sqlite")
     ops, calls = case.ops, case.calls
     want = _Wanted(ops, calls, case.extents)(case.span, 0)
-    monkeypatch.setattr(G, "FILL_CHUNK", 37)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 37)
     add = GapBins.add
     calls_made = {"n": 0}
 
@@ -436,15 +431,17 @@ def test_a_dropped_batch_is_caught(traces_dir: Path, swept: dict[str, int],
 
     monkeypatch.setattr(GapBins, "add", lossy)
     bins = _bins(case.extents)
-    G.measure_gaps_sliced_each(Slices(ops, every_cut(len(ops), 50)), calls,
-                               [GapAsk(case.span, wait=case.wait, tables=False, bins=bins)])
+    gap_slices.measure_gaps_sliced_each(Slices(ops, every_cut(len(ops), 50)), calls,
+                                        [GapAsk(case.span, wait=case.wait, tables=False,
+                                                bins=bins)])
     assert calls_made["n"] > 3 * len(case.extents)
     with pytest.raises(AssertionError):
         _same(bins, want, "lossy")
     _same(bins[1:], want[1:], "the others")  # only every step's bins lost a batch
     monkeypatch.setattr(GapBins, "add", add)
-    G.measure_gaps_sliced_each(Slices(ops, [0, len(ops)]), calls,
-                               [GapAsk(case.span, wait=case.wait, tables=False, bins=bins)])
+    gap_slices.measure_gaps_sliced_each(Slices(ops, [0, len(ops)]), calls,
+                                        [GapAsk(case.span, wait=case.wait, tables=False,
+                                                bins=bins)])
     with pytest.raises(AssertionError):  # filled twice
         _same(bins, want, "twice")
 
@@ -454,8 +451,8 @@ def test_an_empty_window_counts_nothing(traces_dir: Path, swept: dict[str, int])
     case = _taken(traces_dir / "user_train.sqlite")
     none = np.zeros(0, dtype=np.int64)
     bins = (GapBins(none, none), GapBins(*case.extents["all"]))
-    G.measure_gaps_sliced_each(Slices(case.ops, every_cut(len(case.ops), 100)), case.calls,
-                               [GapAsk(case.span, tables=False, bins=bins)])
+    gap_slices.measure_gaps_sliced_each(Slices(case.ops, every_cut(len(case.ops), 100)), case.calls,
+                                        [GapAsk(case.span, tables=False, bins=bins)])
     assert not bins[0].count.any() and not bins[0].total_ns.any()
     assert bins[1].count.sum() > 0
     assert (swept["sweeps"], swept["fallbacks"]) == (1, 0)

@@ -1,4 +1,4 @@
-"""The gaps a timeline of a window of steps draws (cgprof.metrics.gaps.GapTimeline) filled by
+"""The gaps a timeline of a window of steps draws (cgprof.metrics.gap_sinks.GapTimeline) filled by
 the gap measurement itself (GapAsk.bins / measure_gaps_reduced's ``bins``), a batch of gaps
 at a time, with no table of every gap: exactly what the measurement's own gap table says,
 whatever the windows of steps (every step, the first third, a middle slice, one step), the
@@ -37,16 +37,12 @@ import pytest
 from conftest import Slices, every_cut, random_cuts, spy_sweeps, wait_table, with_tied_copies
 
 import cgprof
-from cgprof.metrics import chunked
-from cgprof.metrics import gaps as G
-from cgprof.metrics.gaps import (
-    GAP_KINDS,
-    GapAsk,
-    GapBatch,
-    GapTimeline,
-    measure_gaps,
-    measure_gaps_reduced,
-)
+from cgprof.metrics import chunked, gap_chunked, gap_measure, gap_result, gap_slices
+from cgprof.metrics.gap_measure import measure_gaps
+from cgprof.metrics.gap_reduced import measure_gaps_reduced
+from cgprof.metrics.gap_result import GAP_KINDS
+from cgprof.metrics.gap_sinks import GapBatch, GapTimeline
+from cgprof.metrics.gap_slices import GapAsk
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import api_calls
 from cgprof.metrics.steps import compute_steps
@@ -133,13 +129,13 @@ class _Reference:
 
     def __call__(self, window: tuple[int, int] | None, min_gap_ns: int) -> pd.DataFrame:
         if window not in self.tables:
-            saved = G.CHUNKED_MIN_OPS
-            G.CHUNKED_MIN_OPS = 1 << 21
+            saved = gap_chunked.CHUNKED_MIN_OPS
+            gap_chunked.CHUNKED_MIN_OPS = 1 << 21
             try:
                 self.tables[window] = measure_gaps(self.ops, self.calls, window=window).gaps
             finally:
-                G.CHUNKED_MIN_OPS = saved
-        return G._listed(self.tables[window], min_gap_ns)
+                gap_chunked.CHUNKED_MIN_OPS = saved
+        return gap_result._listed(self.tables[window], min_gap_ns)
 
 
 # -- the reference and the comparison --------------------------------------------------
@@ -285,7 +281,7 @@ def _run(ops: pd.DataFrame, calls: pd.DataFrame, cuts: list[int],
          asks: list[tuple[GapAsk, Timelines]], ref: _Reference, what: str) -> Slices:
     """Measure ``asks`` from one read of the slices: their timelines are the reference's."""
     slices = Slices(ops, cuts)
-    G.measure_gaps_sliced_each(slices, calls, [a for a, _ in asks])
+    gap_slices.measure_gaps_sliced_each(slices, calls, [a for a, _ in asks])
     for a, tls in asks:
         _same(tls, ref(a.window, a.min_gap_ns), f"{what}, {a.window} > {a.min_gap_ns}")
     return slices
@@ -375,7 +371,7 @@ def test_fallback_whole_table(name: str, swept: dict[str, int],
     traces, two real devices): measure_gaps_reduced measures the whole table and hands it
     over (add_table, no batch); the span with its window edges and the report's window,
     floors 0 and 5 us, waits alone and tables."""
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1 << 21)
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 1 << 21)
     case = _case(TRACES / f"{name}.sqlite")
     ref = _Reference(case.ops, case.calls)
     if name.startswith("ddp"):
@@ -403,13 +399,13 @@ def test_reduced_sweep_with_window_edges(name: str, devices: int,
     of idle stretches (an edge per device at each end, two devices' leads tied); floors 0,
     5 us, the lead edge's length (the edge left out) and one less (taken); waits alone and
     tables. The window edges are among the expected rows, the earliest for keep 1."""
-    monkeypatch.setattr(G, "FILL_CHUNK", 500)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 500)
     case = _taken(TRACES / f"{name}.sqlite")
     ops = case.ops if devices == 1 else _two_devices(case.ops)
     ref = _Reference(ops, case.calls)
     idle, lead = _idle_window(_Reference(case.ops, case.calls)(case.span, 0))
     runs = 0
-    spy = G._Chunked.run
+    spy = gap_chunked._Chunked.run
 
     def count_runs(self: Any, *a: Any) -> Any:
         nonlocal runs
@@ -417,8 +413,8 @@ def test_reduced_sweep_with_window_edges(name: str, devices: int,
         runs += got is not None
         return got
 
-    monkeypatch.setattr(G._Chunked, "run", count_runs)
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1)
+    monkeypatch.setattr(gap_chunked._Chunked, "run", count_runs)
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 1)
     edges_seen = 0
     for window, floors in ((case.span, (0, 5000)), (idle, (0, 5000, lead, lead - 1))):
         for m in floors:
@@ -456,10 +452,10 @@ def test_sliced_sweep(name: str, swept: dict[str, int],
     case = _taken(TRACES / f"{name}.sqlite")
     ops, calls, n = case.ops, case.calls, len(case.ops)
     ref = _Reference(ops, calls)
-    runs = [([0, n], G.FILL_CHUNK, slice(None)), (every_cut(n, 50), 37, slice(0, 3)),
+    runs = [([0, n], gap_chunked.FILL_CHUNK, slice(None)), (every_cut(n, 50), 37, slice(0, 3)),
             (random_cuts(n, n, 80), 5, slice(1, None, 2))]
     for cuts, fill, some in runs:
-        monkeypatch.setattr(G, "FILL_CHUNK", fill)
+        monkeypatch.setattr(gap_chunked, "FILL_CHUNK", fill)
         slices = _run(ops, calls, cuts, _asks(case, ref)[some], ref,
                       f"{name}: {len(cuts)} cuts")
         assert slices.reads == 1
@@ -470,7 +466,7 @@ def test_sliced_sweep(name: str, swept: dict[str, int],
 def test_a_slice_per_op(swept: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
     """One op per slice: every gap found across a slice boundary, batches of one gap."""
     case = _taken(TRACES / "mlp_train_graph_graphtrace.sqlite")
-    monkeypatch.setattr(G, "FILL_CHUNK", 5)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 5)
     ref = _Reference(case.ops, case.calls)
     _run(case.ops, case.calls, every_cut(len(case.ops), 1),
          _asks(case, ref, ("all", "middle"))[1:3], ref, "a slice per op")
@@ -488,7 +484,7 @@ def test_two_devices_and_tied_cuts(name: str, swept: dict[str, int],
     two = tied.assign(device_id=np.arange(n) // 2 % 2)
     for ops, fill, cuts in ((tied, 37, [0, *rows, n]), (two, 5, [0, *rows, n]),
                             (_two_devices(case.ops), 37, every_cut(len(case.ops), 30))):
-        monkeypatch.setattr(G, "FILL_CHUNK", fill)
+        monkeypatch.setattr(gap_chunked, "FILL_CHUNK", fill)
         ref = _Reference(ops, case.calls)
         if ops["device_id"].nunique() == 2:
             span = ref(case.span, 0)
@@ -507,13 +503,13 @@ def test_given_up_sweeps_count_once(swept: dict[str, int],
     held slices, ops out of order, no inner gap, two devices far apart; one ask swept beside
     one falling back; too few ops. The sweeps given up after slices were swept had handed
     batches to their fresh copies (asserted): counting those too would double the counts."""
-    monkeypatch.setattr(G, "FILL_CHUNK", 37)
+    monkeypatch.setattr(gap_chunked, "FILL_CHUNK", 37)
     case = _taken(TRACES / "resnet18_train_graph.sqlite")
     ops, calls, n = case.ops, case.calls, len(case.ops)
     start, end = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()
     span = case.span
     inside = np.flatnonzero((start >= span[0]) & (end <= span[1]))
-    live = len(G._live_ops(ops, span))
+    live = len(gap_measure._live_ops(ops, span))
     cuts = every_cut(n, 50)
 
     def run(ops: pd.DataFrame, reads: int, sweeps: int, fallbacks: int, what: str,
@@ -555,13 +551,13 @@ def test_given_up_sweeps_count_once(swept: dict[str, int],
     run(ops, 1, 1, 1, "mixed", [GapAsk(span, 0, 5, case.wait), GapAsk(span, 0, None)])
     # the sweep from a third of the live ops on: the held slices swept first; with another
     # process's op in the last held slice, that sweep fails after taking in the others
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", live // 3)
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", live // 3)
     run(ops, 1, 2, 0, "from a third")
     held = int(inside[live // 3 - 20])
     other = ops.assign(pid=np.where(np.arange(n) == held, 99, ops["pid"].to_numpy()))
     got = run(other, 1, 0, 2, "fails in the held slices")
     assert got["slices"] > 2 * 10 and got["batches"] > 0
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1 << 21)
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 1 << 21)
     got = run(ops, 1, 0, 2, "too few")
     assert got["batches"] == 0
 
@@ -576,9 +572,9 @@ def test_real_analysis_step_gaps(swept: dict[str, int]) -> None:
     assert len(table) > 100 and (table["kind"] == "window_edge").any()
     windows = _windows(result.steps.steps)
     tls = _timelines(table, windows)
-    G.measure_gaps_sliced_each(Slices(case.ops, every_cut(len(case.ops), 200)), case.calls,
-                               [GapAsk(case.span, 2000, wait=case.wait, tables=False,
-                                       bins=_sinks(tls))])
+    gap_slices.measure_gaps_sliced_each(Slices(case.ops, every_cut(len(case.ops), 200)), case.calls,
+                                        [GapAsk(case.span, 2000, wait=case.wait, tables=False,
+                                                bins=_sinks(tls))])
     assert (swept["sweeps"], swept["fallbacks"]) == (1, 0)
     _same(tls, table, "analyze's step_gaps")
 
@@ -595,9 +591,9 @@ def test_the_comparison_can_fail(swept: dict[str, int],
     add_batch = GapTimeline.add_batch  # (the fixture's spy)
 
     def measure(tls: Timelines) -> None:
-        G.measure_gaps_sliced_each(Slices(ops, every_cut(len(ops), 50)), calls,
-                                   [GapAsk(case.span, wait=case.wait, tables=False,
-                                           bins=_sinks(tls))])
+        gap_slices.measure_gaps_sliced_each(Slices(ops, every_cut(len(ops), 50)), calls,
+                                            [GapAsk(case.span, wait=case.wait, tables=False,
+                                                    bins=_sinks(tls))])
 
     seen = {"n": 0}
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pandas.testing as pdt
 import pytest
 
-from cgprof.metrics import gaps as G
+from cgprof.metrics import gap_chunked, gap_measure
 from cgprof.metrics import intervals as iv
 
 TRACES = ["mlp_train_eager", "mlp_train_graph", "ddp_mlp_train_graph", "resnet18_infer_graph",
@@ -31,14 +31,14 @@ def test_chunked_gaps_equal_the_whole_array_sweep(traces_dir, monkeypatch, name,
     trace = cgprof.load(traces_dir / f"{name}.sqlite")
     ops, calls = gpu_ops(trace), api_calls(trace)
     windows = _windows(ops)
-    slow = [G.gpu_gaps(ops, calls, window=w) for w in windows]
-    monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 0)
+    slow = [gap_measure.gpu_gaps(ops, calls, window=w) for w in windows]
+    monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 0)
     monkeypatch.setattr(iv, "SWEEP_CHUNK", chunk)
     used = []
-    of = G._Chunked.of
-    monkeypatch.setattr(G._Chunked, "of", staticmethod(lambda o, c: used.append(of(o, c))
-                                                        or used[-1]))
-    fast = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+    of = gap_chunked._Chunked.of
+    monkeypatch.setattr(gap_chunked._Chunked, "of",
+                        staticmethod(lambda o, c: used.append(of(o, c)) or used[-1]))
+    fast = [gap_measure.gpu_gaps(ops, calls, window=w) for w in windows]
     if name != "ddp_mlp_train_graph":  # two processes: the general path
         assert any(u is not None for u in used)
     for f, s in zip(fast, slow, strict=True):
@@ -79,7 +79,7 @@ def test_dense_code_is_the_sorted_distinct_tuples():
     for _ in range(100):
         n = int(rng.integers(1, 50))
         a, b = rng.integers(3, 6, n), rng.integers(-2, 2, n)
-        coded = G._dense_code([a, b])
+        coded = gap_chunked._dense_code([a, b])
         pairs = sorted(set(zip(a.tolist(), b.tolist(), strict=True)))
         code, (va, vb) = coded
         assert list(zip(va.tolist(), vb.tolist(), strict=True)) == pairs
@@ -88,8 +88,8 @@ def test_dense_code_is_the_sorted_distinct_tuples():
         else:
             rows = list(zip(a.tolist(), b.tolist(), strict=True))
             assert [pairs[c] for c in code.tolist()] == rows
-    assert G._dense_code([np.array([0, 2**40])]) is None
-    assert pd.api.types.is_integer_dtype(G._dense_code([np.array([1, 2])])[0])
+    assert gap_chunked._dense_code([np.array([0, 2**40])]) is None
+    assert pd.api.types.is_integer_dtype(gap_chunked._dense_code([np.array([1, 2])])[0])
 
 
 def test_gap_sweep_in_chunks_equals_one_sweep(monkeypatch):
@@ -137,7 +137,7 @@ def test_replay_inner_gap_blocks_equal_one_block(monkeypatch):
 
 
 def test_per_step_family_in_chunks_equals_one_bincount(monkeypatch):
-    from cgprof.metrics import steps as S
+    from cgprof.metrics import step_table
 
     rng = np.random.default_rng(9)
     for _ in range(50):
@@ -151,14 +151,14 @@ def test_per_step_family_in_chunks_equals_one_bincount(monkeypatch):
         want_h = np.bincount(bins, weights=dur[live].astype(np.float64),
                              minlength=n * k)[: n * k].reshape(n, k)
         for chunk in (1, 4, 1 << 20):
-            monkeypatch.setattr(S, "_CHUNK", chunk)
-            got_c, got_h = S._per_step_family(call_step, live, fcode, dur, n, k)
+            monkeypatch.setattr(step_table, "_CHUNK", chunk)
+            got_c, got_h = step_table._per_step_family(call_step, live, fcode, dur, n, k)
             assert got_c.tolist() == want_c.tolist()
             assert got_h.tolist() == want_h.tolist()
 
 
 def test_busy_per_step_in_chunks_equals_the_sorted_sweep(monkeypatch):
-    from cgprof.metrics import steps as S
+    from cgprof.metrics import step_table
 
     rng = np.random.default_rng(10)
     for _ in range(200):
@@ -171,14 +171,15 @@ def test_busy_per_step_in_chunks_equals_the_sorted_sweep(monkeypatch):
         if rng.random() < 0.5:
             step[rng.random(m) < 0.2] = -1
         mask = (step >= 0) & (rng.random(m) < rng.choice([1.0, 0.6]))
-        assert S._steps_follow_time(step, start, end, mask)
-        want = S._busy_per_step(step[mask], start[mask], end[mask], n)
+        assert step_table._steps_follow_time(step, start, end, mask)
+        want = step_table._busy_per_step(step[mask], start[mask], end[mask], n)
         for chunk in (1, 2, 5, 1 << 20):
-            monkeypatch.setattr(S, "_CHUNK", chunk)
-            got = S._busy_per_step_chunked(step, start, end, n, mask)
+            monkeypatch.setattr(step_table, "_CHUNK", chunk)
+            got = step_table._busy_per_step_chunked(step, start, end, n, mask)
             for k in want:
                 assert got[k].tolist() == want[k].tolist(), (k, chunk)
-    assert not S._steps_follow_time(np.array([1, 0]), np.array([0, 1]), np.array([1, 2]), None)
+    assert not step_table._steps_follow_time(np.array([1, 0]), np.array([0, 1]), np.array([1, 2]),
+                                             None)
 
 
 def test_gpu_ops_merge_of_sorted_sources_is_the_stable_sort(monkeypatch):
@@ -215,17 +216,16 @@ def test_gpu_ops_merge_of_sorted_sources_is_the_stable_sort(monkeypatch):
 @pytest.mark.parametrize("name", ["mlp_train_eager", "mlp_train_graph", "ddp_mlp_train_graph",
                                   "user_train_graph"])
 def test_launch_wait_per_step_in_chunks(traces_dir, monkeypatch, name):
-    from cgprof.metrics import analyze
-    from cgprof.metrics import steps as S
+    from cgprof.metrics import analyze, step_launch_wait, step_table
 
     r = analyze(traces_dir / f"{name}.sqlite")
     gaps, cs, n = r.step_gaps, r.steps.call_steps, len(r.steps.steps)
-    rows = np.flatnonzero(S._is_value(gaps["kind"], "launch_bound"))
-    want = S._wait_per_step(gaps, rows, cs, n)
+    rows = np.flatnonzero(step_table._is_value(gaps["kind"], "launch_bound"))
+    want = step_launch_wait._wait_per_step(gaps, rows, cs, n)
     assert want.tolist() == r.steps.steps["launch_wait_ns"].tolist()
     for chunk in (1, 5, 1 << 20):
-        monkeypatch.setattr(S, "_CHUNK", chunk)
-        got = S._wait_per_step_chunked(gaps, rows, cs, n)
+        monkeypatch.setattr(step_table, "_CHUNK", chunk)
+        got = step_launch_wait._wait_per_step_chunked(gaps, rows, cs, n)
         if name == "ddp_mlp_train_graph":
             assert got is None  # two processes
         elif name == "user_train_graph":  # dense correlation ids: the lookup table
@@ -274,13 +274,13 @@ def test_chunked_gaps_on_synthetic_devices(monkeypatch, devices):
         ops, calls = _synthetic(rng, int(rng.integers(20, 200)), devices)
         lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
         windows = [None, (lo - 5, hi + 5), (lo, hi), (lo + (hi - lo) // 4, hi - (hi - lo) // 4)]
-        monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 10**9)
-        slow = [G.gpu_gaps(ops, calls, window=w) for w in windows]
-        monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 0)
+        monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 10**9)
+        slow = [gap_measure.gpu_gaps(ops, calls, window=w) for w in windows]
+        monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 0)
         for chunk in (3, 17, 1 << 20):
             monkeypatch.setattr(iv, "SWEEP_CHUNK", chunk)
-            assert G._Chunked.of(ops, calls) is not None
-            fast = [G.gpu_gaps(ops, calls, window=w) for w in windows]
+            assert gap_chunked._Chunked.of(ops, calls) is not None
+            fast = [gap_measure.gpu_gaps(ops, calls, window=w) for w in windows]
             for f, s in zip(fast, slow, strict=True):
                 pdt.assert_frame_equal(f.gaps, s.gaps)
                 for table in ("devices", "by_kind", "histogram", "streams"):

@@ -80,18 +80,18 @@ def test_dense_room_is_wider_only_below_a_million_keys():
 def test_window_gaps_from_the_span_gaps_alone_equal_those_from_its_result(traces_dir, name):
     """analyze measures the steps' span without its tables when the window is another:
     window_gaps reads only the gaps, and listed() is above().gaps."""
-    from cgprof.metrics import gaps as G
+    from cgprof.metrics import gap_measure
 
     ops, calls = _ops_calls(traces_dir, name)
     lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
     span, third = (lo - 1000, hi + 1000), (hi - lo) // 3
-    measured = G.measure_gaps(ops, calls, window=span, streams=False)
+    measured = gap_measure.measure_gaps(ops, calls, window=span, streams=False)
     assert measured.streams is None
-    full = G.measure_gaps(ops, calls, window=span).result()
+    full = gap_measure.measure_gaps(ops, calls, window=span).result()
     pdt.assert_frame_equal(measured.gaps, full.gaps)
     for w in ((lo, hi), (lo + third, hi - third), (lo + third, hi + 1000)):
-        a = G.window_gaps(measured, ops, calls, span, w)
-        b = G.window_gaps(full, ops, calls, span, w)
+        a = gap_measure.window_gaps(measured, ops, calls, span, w)
+        b = gap_measure.window_gaps(full, ops, calls, span, w)
         for table in ("devices", "gaps", "by_kind", "histogram", "streams"):
             pdt.assert_frame_equal(getattr(a, table), getattr(b, table))
     for min_gap in (0, 2000):
@@ -156,17 +156,17 @@ def test_step_groups_from_arrays_equal_the_frame_filters(traces_dir, monkeypatch
     range's name blanked once: a missing name is never a step's) gives what the per-thread
     frame filters gave."""
     import cgprof
-    from cgprof.metrics import steps as St
+    from cgprof.metrics import step_table, steps
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
     from cgprof.metrics.summaries import nvtx_ranges
 
     seen = []
-    real = St._groups
-    monkeypatch.setattr(St, "_groups", lambda r, i: seen.append((r, i)) or real(r, i))
+    real = step_table._groups
+    monkeypatch.setattr(step_table, "_groups", lambda r, i: seen.append((r, i)) or real(r, i))
     for path in sorted(traces_dir.glob("*.sqlite")):
         trace = cgprof.load(path)
-        St.compute_steps(trace, api_calls(trace), gpu_ops(trace))
+        steps.compute_steps(trace, api_calls(trace), gpu_ops(trace))
         assert nvtx_ranges(trace) is not None
     assert len(seen) >= 10
     for ranges, inst in seen:
@@ -179,7 +179,7 @@ def test_step_groups_from_arrays_equal_the_frame_filters(traces_dir, monkeypatch
 
 def test_window_from_columns_equals_the_window_steps_frame(traces_dir):
     import cgprof
-    from cgprof.metrics import steps as St
+    from cgprof.metrics import step_result, steps
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
 
@@ -195,10 +195,10 @@ def test_window_from_columns_equals_the_window_steps_frame(traces_dir):
 
     for path in sorted(traces_dir.glob("*.sqlite")):
         trace = cgprof.load(path)
-        res = St.compute_steps(trace, api_calls(trace), gpu_ops(trace))
+        res = steps.compute_steps(trace, api_calls(trace), gpu_ops(trace))
         assert res.window() == by_frame(res), path.name
         none_in = res.steps.assign(in_window=False)  # no steady step: every step
-        other = St.StepResult(**{**res.__dict__, "steps": none_in})
+        other = step_result.StepResult(**{**res.__dict__, "steps": none_in})
         assert other.window() == by_frame(other), path.name
 
 
@@ -209,10 +209,9 @@ def test_step_lookup_kept_from_compute_steps_equals_the_joins(traces_dir):
     import dataclasses
 
     import cgprof
-    from cgprof.metrics import analyze
-    from cgprof.metrics import steps as St
+    from cgprof.metrics import analyze, step_launch_wait, steps
     from cgprof.metrics.coverage import call_steps_of
-    from cgprof.metrics.gaps import gpu_gaps
+    from cgprof.metrics.gap_measure import gpu_gaps
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
 
@@ -220,16 +219,16 @@ def test_step_lookup_kept_from_compute_steps_equals_the_joins(traces_dir):
     for path in sorted(traces_dir.glob("*.sqlite")):
         trace = cgprof.load(path)
         ops, calls = gpu_ops(trace), api_calls(trace)
-        res = St.compute_steps(trace, calls, ops)
+        res = steps.compute_steps(trace, calls, ops)
         got = res.step_of_calls(calls)
         if got is not None:
             kept += 1
             assert got.tolist() == call_steps_of(calls, res.call_steps).tolist(), path.name
             gaps = gpu_gaps(ops, calls).gaps
             other = dataclasses.replace(res, steps=res.steps.copy())
-            St.classify_steps(res, gaps)
+            step_launch_wait.classify_steps(res, gaps)
             other.lookup = None
-            St.classify_steps(other, gaps)
+            step_launch_wait.classify_steps(other, gaps)
             pdt.assert_frame_equal(res.steps, other.steps)
         copy = dataclasses.replace(res, call_steps=res.call_steps.iloc[0:0].copy())
         assert copy.step_of_calls(calls) is None and copy._lookup() is None

@@ -11,9 +11,8 @@ import pytest
 
 import cgprof
 from cgprof import trace as T
-from cgprof.metrics import analyze
+from cgprof.metrics import analyze, gap_chunked, gap_measure
 from cgprof.metrics import coverage as CV
-from cgprof.metrics import gaps as G
 from cgprof.metrics.gpu import gpu_ops
 
 TRACES = ["mlp_train_eager", "mlp_train_graph", "ddp_mlp_train_graph", "resnet18_infer_graph",
@@ -122,10 +121,10 @@ def test_chunked_gap_table_constant_ids(traces_dir, monkeypatch):
     ops, calls = gpu_ops(trace), api_calls(trace)
     lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
     for window in (None, (lo - 1000, hi + 1000)):
-        slow = G.gpu_gaps(ops, calls, window=window)
-        monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 0)
-        fast = G.gpu_gaps(ops, calls, window=window)
-        monkeypatch.setattr(G, "CHUNKED_MIN_OPS", 1 << 21)
+        slow = gap_measure.gpu_gaps(ops, calls, window=window)
+        monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 0)
+        fast = gap_measure.gpu_gaps(ops, calls, window=window)
+        monkeypatch.setattr(gap_chunked, "CHUNKED_MIN_OPS", 1 << 21)
         _assert_same_frame(fast.gaps, slow.gaps)
         assert fast.gaps["device_id"].to_numpy().strides == (0,)
         pid = fast.gaps["next_pid"]

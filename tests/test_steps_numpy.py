@@ -1,11 +1,12 @@
-"""The numpy sweeps of cgprof.metrics.steps against the straightforward helpers they replace."""
+"""The numpy sweeps of cgprof.metrics.steps and its parts (step_attribution, step_table,
+step_launch_wait) against the straightforward helpers they replace."""
 
 import numpy as np
 import pandas as pd
 import pandas.testing as pdt
 import pytest
 
-from cgprof.metrics import steps as St
+from cgprof.metrics import step_attribution, step_launch_wait, step_table, steps
 from cgprof.metrics.intervals import assign_to_ranges, union_busy
 
 
@@ -38,11 +39,12 @@ def test_in_ranges_equals_assign_to_ranges(k, nested, seed):
     p_code = rng.integers(-1, k + 1, m)  # -1 and k: keys without ranges
     p_code[p_code == k] = -1
     want = assign_to_ranges(p_code, p_start, p_end, r_code, r_start, r_end)
-    got = St._in_ranges(p_code.astype(np.int32), p_start, p_end, r_code, r_start, r_end)
+    got = step_attribution._in_ranges(p_code.astype(np.int32), p_start, p_end, r_code, r_start,
+                                      r_end)
     np.testing.assert_array_equal(got, want)
     shuffled = rng.permutation(m)  # unsorted points: the composite path
-    got = St._in_ranges(p_code[shuffled].astype(np.int32), p_start[shuffled], p_end[shuffled],
-                        r_code, r_start, r_end)
+    got = step_attribution._in_ranges(p_code[shuffled].astype(np.int32), p_start[shuffled],
+                                      p_end[shuffled], r_code, r_start, r_end)
     np.testing.assert_array_equal(got, want[shuffled])
     assert (want >= 0).any()
 
@@ -55,7 +57,7 @@ def test_busy_per_step_equals_union_busy(seed):
     start = rng.integers(0, 10**6, m).astype(np.int64)
     end = start + rng.integers(0, 5000, m)
     order = np.lexsort((start, step))
-    got = St._busy_per_step(step[order], start[order], end[order], n)
+    got = step_table._busy_per_step(step[order], start[order], end[order], n)
     want = union_busy(pd.DataFrame({"step": step, "start_ns": start, "end_ns": end}), ["step"])
     found = np.flatnonzero(got["found"])
     np.testing.assert_array_equal(found, want["step"].to_numpy())
@@ -69,26 +71,26 @@ def test_as_reindexed_rounds_like_pandas_reindex():
     big = np.array([2**60 + 1, 5], dtype=np.int64)
     found = np.array([True, False])
     want = pd.Series([2**60 + 1], index=[0]).reindex([0, 1]).fillna(0).astype("int64")
-    np.testing.assert_array_equal(St._as_reindexed(big * found, found), want.to_numpy())
-    np.testing.assert_array_equal(St._as_reindexed(big, np.array([True, True])), big)
+    np.testing.assert_array_equal(step_table._as_reindexed(big * found, found), want.to_numpy())
+    np.testing.assert_array_equal(step_table._as_reindexed(big, np.array([True, True])), big)
 
 
 def test_classify_steps_merge_fallback_equals_lookup(traces_dir):
     """classify_steps' key lookup gives the inner merge's launch_wait_ns (the path taken when
     call_steps' keys are not plain int64)."""
     import cgprof
-    from cgprof.metrics.gaps import gpu_gaps
+    from cgprof.metrics.gap_measure import gpu_gaps
     from cgprof.metrics.gpu import gpu_ops
     from cgprof.metrics.launches import api_calls
 
     trace = cgprof.load(traces_dir / "mlp_train_eager.sqlite")
     ops, calls = gpu_ops(trace), api_calls(trace)
-    res = St.compute_steps(trace, calls, ops)
+    res = steps.compute_steps(trace, calls, ops)
     gaps = gpu_gaps(ops, calls).gaps
-    St.classify_steps(res, gaps)
+    step_launch_wait.classify_steps(res, gaps)
     fast = res.steps.copy()
     res.call_steps = res.call_steps.astype({"pid": "Int64"})
-    St.classify_steps(res, gaps)
+    step_launch_wait.classify_steps(res, gaps)
     pdt.assert_frame_equal(res.steps, fast)
     assert fast["launch_wait_ns"].sum() > 0
 
@@ -135,5 +137,5 @@ def test_attribute_calls_equals_per_key_sweeps(procs, seed):
     calls = pd.DataFrame({"pid": pid, "global_tid": tid, "start_ns": start,
                           "end_ns": start + rng.integers(0, 6, m)})
     want = _attribute_calls_reference(calls, inst)
-    np.testing.assert_array_equal(St._attribute_calls(calls, inst), want)
+    np.testing.assert_array_equal(step_attribution._attribute_calls(calls, inst), want)
     assert (want >= 0).sum() > m // 4

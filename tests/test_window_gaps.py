@@ -5,14 +5,14 @@ import pandas as pd
 import pandas.testing as pdt
 import pytest
 
-from cgprof.metrics import gaps as G
+from cgprof.metrics import gap_measure, gap_result
 
 TRACES = ["mlp_train_eager", "mlp_train_graph", "ddp_mlp_train_graph", "resnet18_train_eager",
           "resnet18_infer_graph", "mlp_train_graph_graphtrace", "transformer_train_eager",
           "user_train_graph"]
 
 
-def _assert_same(a: G.GapResult, b: G.GapResult) -> None:
+def _assert_same(a: gap_result.GapResult, b: gap_result.GapResult) -> None:
     pdt.assert_frame_equal(a.gaps, b.gaps)
     for table in ("devices", "by_kind", "histogram", "streams"):
         pdt.assert_frame_equal(getattr(a, table), getattr(b, table))
@@ -20,12 +20,12 @@ def _assert_same(a: G.GapResult, b: G.GapResult) -> None:
 
 
 def _check(ops, calls, span, windows, derived=None):
-    full = G.gpu_gaps(ops, calls, window=span)
+    full = gap_measure.gpu_gaps(ops, calls, window=span)
     for w in windows:
-        got = G.window_gaps(full, ops, calls, span, w)
-        _assert_same(got, G.gpu_gaps(ops, calls, window=w))
+        got = gap_measure.window_gaps(full, ops, calls, span, w)
+        _assert_same(got, gap_measure.gpu_gaps(ops, calls, window=w))
         if derived is not None:
-            derived.append(G._derive_window(full, ops, span, w) is not None)
+            derived.append(gap_measure._derive_window(full, ops, span, w) is not None)
 
 
 @pytest.mark.parametrize("name", TRACES)
@@ -110,16 +110,17 @@ def test_window_gaps_fall_back_outside_the_span(traces_dir):
     ops, calls = gpu_ops(trace), api_calls(trace)
     lo, hi = int(ops["start_ns"].min()), int(ops["end_ns"].max())
     span = (lo + 10, hi - 10)
-    full = G.gpu_gaps(ops, calls, window=span)
+    full = gap_measure.gpu_gaps(ops, calls, window=span)
     for w in [None, (lo, hi), (lo + 20, hi)]:
-        assert G._derive_window(full, ops, span, w) is None
-        _assert_same(G.window_gaps(full, ops, calls, span, w), G.gpu_gaps(ops, calls, window=w))
+        assert gap_measure._derive_window(full, ops, span, w) is None
+        _assert_same(gap_measure.window_gaps(full, ops, calls, span, w),
+                     gap_measure.gpu_gaps(ops, calls, window=w))
 
 
 def _edge_gaps_frame(ops, window, busy=None):
     """The window-edge gaps as the frame-built version made them (the reference)."""
     if window is None or ops.empty:
-        return G._empty_gaps()
+        return gap_result._empty_gaps()
     w0, w1 = window
     rows = []
     if busy is not None:
@@ -135,14 +136,14 @@ def _edge_gaps_frame(ops, window, busy=None):
         if last < w1:
             rows.append((dev, last, w1))
     if not rows:
-        return G._empty_gaps()
+        return gap_result._empty_gaps()
     df = pd.DataFrame(rows, columns=["device_id", "start_ns", "end_ns"])
     df["gap_ns"] = df["end_ns"] - df["start_ns"]
-    df["kind"] = pd.Categorical(["window_edge"] * len(df), categories=list(G.GAP_KINDS))
+    df["kind"] = pd.Categorical(["window_edge"] * len(df), categories=list(gap_result.GAP_KINDS))
     for c in ("prev_stream_id", "next_stream_id", "next_pid", "next_corr_id"):
         df[c] = pd.array([pd.NA] * len(df), dtype="Int64")
     df["next_api"] = ""
-    return df[G.GAP_COLUMNS]
+    return df[gap_result.GAP_COLUMNS]
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -156,16 +157,16 @@ def test_edge_gaps_equal_the_frame_built_table(seed):
     for w in [None, (lo, hi), (lo - 5, hi), (lo, hi + 5), (lo - 5, hi + 5),
               (np.int64(lo - 1), np.int64(hi + 1))]:
         for b in (busy, None):
-            pdt.assert_frame_equal(G._edge_gaps(ops, w, b), _edge_gaps_frame(ops, w, b))
+            pdt.assert_frame_equal(gap_measure._edge_gaps(ops, w, b), _edge_gaps_frame(ops, w, b))
 
 
 def test_hist_bins_equal_searchsorted():
     rng = np.random.default_rng(2)
-    edges = np.array(G.HIST_EDGES_US, dtype=np.int64) * 1000
+    edges = np.array(gap_result.HIST_EDGES_US, dtype=np.int64) * 1000
     v = np.concatenate([rng.integers(-3000, 2 * 10**7, 10**5), edges, edges - 1, edges + 1,
                         [-1, 0, -1000, -1001, 2**62, -2**62]]).astype(np.int64)
     want = (np.searchsorted(edges, v, "right") - 1).astype(np.int8)
-    np.testing.assert_array_equal(G._hist_bins(v), want)
+    np.testing.assert_array_equal(gap_result._hist_bins(v), want)
 
 
 def _sync_reference(calls, pids, gap_start, api_start, need):
@@ -198,7 +199,7 @@ def test_sync_returned_in_gap_equals_the_definition(seed):
         nan = np.where(need, api_start.astype(np.float64), np.nan)  # unknown launches
         for a in (api_start, api_start.astype(np.float64), nan):
             np.testing.assert_array_equal(
-                G._sync_returned_in_gap(calls, pids, gap_start, a, need),
+                gap_measure._sync_returned_in_gap(calls, pids, gap_start, a, need),
                 _sync_reference(calls, pids, gap_start, a, need))
 
 
@@ -224,18 +225,19 @@ def test_kind_bin_sums_give_the_per_table_counts(seed):
         "device_id": np.full(n, int(rng.integers(0, 3)), dtype=np.int64),
         "gap_ns": rng.choice([0, 1, 999, 1000, 1001, 5000, 10**6, 10**7, 10**8], n)
         + rng.integers(0, 3, n),
-        "kind": pd.Categorical.from_codes(rng.integers(0, len(G.GAP_KINDS), n),
-                                          categories=list(G.GAP_KINDS)),
+        "kind": pd.Categorical.from_codes(rng.integers(0, len(gap_result.GAP_KINDS), n),
+                                          categories=list(gap_result.GAP_KINDS)),
     })
     devices = pd.DataFrame({"device_id": [0, 1, 2]})
-    kb = G._kind_bin_sums(gaps)
+    kb = gap_result._kind_bin_sums(gaps)
     assert kb is not None
-    pdt.assert_frame_equal(G._by_kind_of(kb, devices), G._by_kind(gaps, devices))
+    pdt.assert_frame_equal(gap_result._by_kind_of(kb, devices), gap_result._by_kind(gaps, devices))
     objects = gaps.assign(kind=gaps["kind"].astype(object))  # the pandas-mask loop
-    pdt.assert_frame_equal(G._by_kind_of(kb, devices), G._by_kind(objects, devices))
-    pdt.assert_frame_equal(G.histogram(gaps, kb), G.histogram(gaps))
+    pdt.assert_frame_equal(gap_result._by_kind_of(kb, devices),
+                           gap_result._by_kind(objects, devices))
+    pdt.assert_frame_equal(gap_result.histogram(gaps, kb), gap_result.histogram(gaps))
     two = gaps.assign(device_id=np.arange(n) % 2)
-    assert G._kind_bin_sums(two) is None
+    assert gap_result._kind_bin_sums(two) is None
 
 
 @pytest.mark.parametrize("name", ["mlp_train_graph", "resnet18_train_eager", "ddp_mlp_train_graph"])
@@ -245,8 +247,8 @@ def test_kind_bin_sums_on_traces(traces_dir, name):
     from cgprof.metrics.launches import api_calls
 
     trace = cgprof.load(traces_dir / f"{name}.sqlite")
-    r = G.gpu_gaps(gpu_ops(trace), api_calls(trace))
-    pdt.assert_frame_equal(r.by_kind, G._by_kind(r.gaps, r.devices))
+    r = gap_measure.gpu_gaps(gpu_ops(trace), api_calls(trace))
+    pdt.assert_frame_equal(r.by_kind, gap_result._by_kind(r.gaps, r.devices))
     objects = r.gaps.assign(kind=r.gaps["kind"].astype(object))  # the pandas-mask loop
-    pdt.assert_frame_equal(r.by_kind, G._by_kind(objects, r.devices))
-    pdt.assert_frame_equal(r.histogram, G.histogram(r.gaps))
+    pdt.assert_frame_equal(r.by_kind, gap_result._by_kind(objects, r.devices))
+    pdt.assert_frame_equal(r.histogram, gap_result.histogram(r.gaps))

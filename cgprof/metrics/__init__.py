@@ -24,11 +24,14 @@ from cgprof.metrics.coverage import (
     graph_coverage,
     window_positions,
 )
-from cgprof.metrics.gaps import GapResult, MeasuredGaps, measure_gaps, window_gaps
+from cgprof.metrics.gap_measure import measure_gaps, window_gaps
+from cgprof.metrics.gap_result import GapResult, MeasuredGaps
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.launches import GRAPH_LAUNCH, api_calls, launch_summary
 from cgprof.metrics.replays import ReplayResult, graph_replays
-from cgprof.metrics.steps import StepResult, classify_steps, compute_steps
+from cgprof.metrics.step_launch_wait import classify_steps
+from cgprof.metrics.step_result import StepResult
+from cgprof.metrics.steps import compute_steps
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
 from cgprof.metrics.verdict import Verdict, verdict
 from cgprof.scratch import checkpoint

@@ -47,20 +47,17 @@ from cgprof.metrics.coverage import (
     step_positions,
     window_positions,
 )
-from cgprof.metrics.gaps import (
-    GapAsk,
-    GapBins,
-    GapResult,
-    GapSink,
-    GapTimeline,
-    measure_gaps_sliced_each,
-)
+from cgprof.metrics.gap_result import GapResult
+from cgprof.metrics.gap_sinks import GapBins, GapSink, GapTimeline
+from cgprof.metrics.gap_slices import GapAsk, measure_gaps_sliced_each
 from cgprof.metrics.gpu import gpu_ops
 from cgprof.metrics.intervals import table_get
 from cgprof.metrics.launches import api_calls, launch_cells, launch_table
 from cgprof.metrics.launchsteps import launch_labels
 from cgprof.metrics.replays import ReplayResult, graph_replays, merge_replays
-from cgprof.metrics.steps import StepResult, fill_launch_wait, measure_chunk, step_instances
+from cgprof.metrics.step_launch_wait import fill_launch_wait
+from cgprof.metrics.step_result import StepResult
+from cgprof.metrics.steps import measure_chunk, step_instances
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
 from cgprof.metrics.verdict import (
     VerdictPartial,
@@ -748,9 +745,9 @@ def _gaps(slices: Callable[[], Iterator[pd.DataFrame]], calls: pd.DataFrame,
     wait (filled into ``steps``, from the span's gaps however short), measured on the GPU
     timeline's narrow columns a slice at a time (:func:`_timeline`), without a table of
     every gap, both from one read of the slices
-    (:func:`cgprof.metrics.gaps.measure_gaps_sliced_each`: as
-    :func:`cgprof.metrics.gaps.measure_gaps_reduced` of the slices joined). ``bins``
-    (:class:`cgprof.metrics.gaps.GapBins`) are filled with the span's gaps longer than
+    (:func:`cgprof.metrics.gap_slices.measure_gaps_sliced_each`: as
+    :func:`cgprof.metrics.gap_reduced.measure_gaps_reduced` of the slices joined). ``bins``
+    (:class:`cgprof.metrics.gap_sinks.GapBins`) are filled with the span's gaps longer than
     ``min_gap_ns``: what a view bins of ``step_gaps`` (cgprof.diff.view)."""
     wait = (lookup[0], lookup[1], len(steps.steps))
     if window == span:

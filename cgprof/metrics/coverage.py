@@ -1,7 +1,7 @@
 """How much of each steady-state step runs inside CUDA graphs, and what is still eager.
 
 Computed over the analysis window (the steady-state steps, see
-:meth:`cgprof.metrics.steps.StepResult.window_steps`) from the step table's coverage columns
+:meth:`cgprof.metrics.step_result.StepResult.window_steps`) from the step table's coverage columns
 (``graph_kernels``, ``eager_kernels``, ``graph_gpu_ns``, ``eager_gpu_ns``, ``recapture``,
 ``fallback``) and, for the eager leftovers, from the kernel rows joined to the API call that
 launched them on (pid, correlationId). A kernel replayed from a graph carries a
@@ -133,7 +133,7 @@ def window_positions(calls: pd.DataFrame, call_steps: pd.DataFrame,
     """For every API call (``calls`` row order), the row of ``steps`` (rows of the step table,
     e.g. the window steps) holding the call's step; -1 for a call in none of them.
     ``step_of``: :func:`call_steps_of` of the calls when the caller has it
-    (:meth:`cgprof.metrics.steps.StepResult.step_of_calls`)."""
+    (:meth:`cgprof.metrics.step_result.StepResult.step_of_calls`)."""
     if step_of is None:
         step_of = call_steps_of(calls, call_steps)
     return step_positions(step_of, steps["step"].to_numpy(np.int64))

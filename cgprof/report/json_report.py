@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cgprof.metrics.gaps import longest_gaps  # noqa: F401  (re-exported: the document's list)
+from cgprof.metrics.gap_result import longest_gaps  # noqa: F401  (re-exported: the document's list)
 from cgprof.records import frame_records
 from cgprof.records import scalar as _scalar
 from cgprof.untraced import node_tracing_note
