@@ -31,10 +31,10 @@ import pandas as pd
 
 from cgprof import engine as E
 from cgprof import schema as S
-from cgprof import validate as V
 from cgprof.errors import TraceError
+from cgprof.io import validate as V
+from cgprof.io.validate import distinct_pids
 from cgprof.scratch import checkpoint
-from cgprof.validate import distinct_pids
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
