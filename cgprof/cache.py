@@ -6,10 +6,10 @@ The first analysis of a trace reads it (SQLite through DuckDB) and writes what i
 read the Parquet files and never open SQLite.
 
 The six activity tables (kernels, CUDA API calls, copies, memsets, syncs, graph replays) are
-stored as the :class:`~cgprof.trace.Trace` frames the first run built from them (sorted,
+stored as the :class:`~cgprof.io.trace.Trace` frames the first run built from them (sorted,
 names resolved to categorical codes, ``pid`` split; the kernels and API calls as a loaded
 Trace holds them, without the columns it derives on demand and with its few-valued columns
-as codes: cgprof.trace.DERIVED, COMPACT), as ``TABLE.frame.parquet``: a cached load reads
+as codes: cgprof.io.trace.DERIVED, COMPACT), as ``TABLE.frame.parquet``: a cached load reads
 them back as they are (:func:`frame_to_arrow`/:func:`read_frame`) and redoes none of that
 work, except for the columns that follow cheaply from others (the copies' ``end_ns``, the
 runtime's ``pid`` and version-stripped names), which are made again rather than stored.
@@ -190,7 +190,7 @@ def frame_to_arrow(df: Any, rebuilt: Any = ()) -> tuple[Any, list[list[Any]], An
     categories, of pandas dtype DTYPE,
     are rows of the categories table: ``column``, ``value``), or ``constant:int64:VALUE`` /
     ``constant:Int64:null`` (one value in every row, not in the file: an int64 column that
-    is a :func:`cgprof.trace.constant_view`, an Int64 column all <NA>; read back as one;
+    is a :func:`cgprof.io.trace.constant_view`, an Int64 column all <NA>; read back as one;
     10M kernels: two 80 MB columns neither copied into Arrow nor decoded). Raises
     :class:`FrameLayoutError` for anything else, so that a frame is stored exactly or not at
     all."""
@@ -213,7 +213,7 @@ def frame_to_arrow(df: Any, rebuilt: Any = ()) -> tuple[Any, list[list[Any]], An
         elif c in constant:
             layout.append([c, constant[c]])
         elif isinstance(dtype, pd.CategoricalDtype) and dtype.categories.dtype == np.int64 and (
-                not dtype.ordered):  # a Trace's compacted column (cgprof.trace.COMPACT)
+                not dtype.ordered):  # a Trace's compacted column (cgprof.io.trace.COMPACT)
             arrays.append(pa.array(col.cat.codes.to_numpy()))
             layout.append([c, "category-int64"])
             cat_cols += [c] * len(dtype.categories)
@@ -438,7 +438,7 @@ class Pending:
             return
         rebuilt: list[str] = []
         if rebuild is not None and len(df):
-            made = rebuild(df)  # (cgprof.trace's makes each column when looked up)
+            made = rebuild(df)  # (cgprof.io.frames' makes each column when looked up)
             rebuilt = [c for c in made if c in df.columns and _same_column(df[c], made[c])]
         try:
             tbl, layout, cats = frame_to_arrow(df, rebuilt)
@@ -483,7 +483,7 @@ class Pending:
         return _finish(self.path, self.tmp, tables, self.frames, self.part)
 
     def commit_columns(self, tables: dict[str, list[str]]) -> Path | None:
-        """Commit an entry of nsys columns only, no frame (cgprof.trace.spill_tables'
+        """Commit an entry of nsys columns only, no frame (cgprof.io.loader.spill_tables'
         spooled into it: a run that read the trace a chunk at a time, within the memory
         cap, never held the whole frames to store)."""
         if self.failed:
@@ -623,7 +623,7 @@ def write_later(pending: Pending, trace: Any, rebuild: Any,
 
 def add_frames(entry: Path, path: Path, trace: Any, rebuild: Any) -> None:
     """Store ``trace``'s frames (of the trace at ``path``) in ``entry``, an entry of nsys
-    columns only (cgprof.trace.spill_tables', written by a run within the memory cap), and
+    columns only (cgprof.io.loader.spill_tables', written by a run within the memory cap), and
     list them in its manifest: then it is the entry a whole first load writes. From a
     thread within :func:`background_writes`, as a first load's entry is written; a failure
     costs only speed."""

@@ -14,7 +14,7 @@ One interface, four kinds of input (see docs/engine.md for how the reader was ch
 
 A :class:`Source` knows every table and its columns (``tables``) and returns the columns asked
 for as a :class:`pyarrow.Table` (``read``). Only what exists is asked for: the loader in
-:mod:`cgprof.trace` intersects with ``tables`` first. Every read is handed to ``spool``
+:mod:`cgprof.io.loader` intersects with ``tables`` first. Every read is handed to ``spool``
 when one is set (the cache writes each table as soon as it is read, so a 10M-row table's
 Arrow copy is not kept for a write at the end), else remembered in ``reads``.
 
@@ -171,7 +171,7 @@ def _one_line(exc: BaseException) -> str:
 
 class UnreadableTable(ValueError):
     """A table of an SQLite export whose values no nsys export holds (text in an INTEGER
-    column, ...): :func:`cgprof.trace.load` turns it into one line naming the cell."""
+    column, ...): :func:`cgprof.io.loader.load` turns it into one line naming the cell."""
 
     def __init__(self, table: str, reason: str) -> None:
         super().__init__(f"cannot read table {table} ({reason})")
@@ -1048,7 +1048,7 @@ class TableSpill(_SpilledTables):
     def _read(self, table: str, columns: list[str], rows: RowRange | None) -> Any:
         """The rows ``rows`` keeps, read a row group at a time into one array per column
         (an integer column's values in one numpy buffer that the Arrow array shares, so
-        that cgprof.trace reads it without a copy): a whole table is held once, not as
+        that cgprof.io.frames reads it without a copy): a whole table is held once, not as
         Arrow's chunks and then their copy."""
         import numpy as np
         import pyarrow as pa

@@ -51,7 +51,7 @@ DASK_CONNECT_TIMEOUT_S = 20
 
 def is_trace_dir(path: Path) -> bool:
     """A folder that is one trace (nsys's parquetdir/arrowdir export), not a folder of traces."""
-    from cgprof.trace import is_trace_dir as engine_is_trace_dir
+    from cgprof.engine import is_trace_dir as engine_is_trace_dir
 
     return bool(engine_is_trace_dir(path))
 
@@ -141,9 +141,9 @@ def analyze_file(path: str, step: str | None = None, skip: int = 0,
 def _analyze_file(path: str, step: str | None, skip: int,
                   min_gap_us: float) -> list[RankResult]:
     """:func:`analyze_file`'s work, every result naming the file ``path``."""
+    from cgprof.io.loader import load
     from cgprof.plan import RANK_BY_RANK, plan_input
     from cgprof.ranks import apart_results
-    from cgprof.trace import load
 
     plan = plan_input(path, chunks=False)  # (a file is a rank or ranks: read whole)
     if plan.shape == RANK_BY_RANK:  # one rank's rows at a time

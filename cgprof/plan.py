@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cgprof.trace import Trace
+    from cgprof.io.trace import Trace
 
 __all__ = ["Plan", "plan_input", "FOLDER", "WHOLE", "RANK_BY_RANK", "CHUNKS", "RankHead",
            "rank_heads", "file_rank_heads", "apart_heads", "missing_rank", "rank_marker",
@@ -156,7 +156,7 @@ class RankHead:
 def rank_heads(trace: Trace) -> list[RankHead]:
     """Each process with GPU work, its rank id and GPUs, ordered by rank id: what
     :func:`cgprof.ranks.split_ranks` gives, without cutting any sub-trace."""
-    from cgprof.trace import device_ids, gpu_pids
+    from cgprof.io.trace import device_ids, gpu_pids
 
     pids = gpu_pids(trace)
     markers = [rank_marker(trace, p) for p in pids]
@@ -186,7 +186,7 @@ def file_rank_heads(path: Any) -> list[RankHead] | None:
     process with GPU work."""
     heads = _noted_heads(Path(path))
     if heads is None:
-        from cgprof.trace import process_heads
+        from cgprof.io.loader import process_heads
 
         heads = rank_heads(process_heads(path))
     return heads if len(heads) > 1 else None

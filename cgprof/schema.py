@@ -128,7 +128,7 @@ def tid_of(global_tid: int) -> int:
     return global_tid & ID_MASK
 
 
-#: How the loader (:mod:`cgprof.trace`) reads a table column by column: (nsys column, Trace
+#: How the loader (:mod:`cgprof.io.frames`) reads a table column by column: (nsys column, Trace
 #: frame column, "int": NOT NULL in nsys, a NULL is damage | "null": nullable, read as
 #: missing). Here, without pandas, so that the columns can be read ahead before the loader
 #: is imported (:func:`cgprof.cache.prefetch`).

@@ -20,8 +20,10 @@ from conftest import REPO
 import cgprof
 from cgprof import cache, engine, settings
 from cgprof import schema as S_
-from cgprof import trace as T
 from cgprof.cli import main
+from cgprof.io import frames as F
+from cgprof.io import loader as T
+from cgprof.io.trace import Trace
 from cgprof.report import json_report
 
 TRACES = REPO / "traces"
@@ -43,7 +45,7 @@ def _md5(path: Path) -> str:
     return hashlib.md5(path.read_bytes()).hexdigest()
 
 
-def _same_trace(a: T.Trace, b: T.Trace) -> None:
+def _same_trace(a: Trace, b: Trace) -> None:
     for name in TABLES:
         pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name))
     assert (a.meta.nsys_version, a.meta.schema_version, a.meta.graph_trace_mode,
@@ -291,8 +293,7 @@ def test_trace_dir_detection(tmp_path):
     plain = tmp_path / "runs"
     plain.mkdir()
     assert not engine.is_trace_dir(plain)
-    assert T.is_trace_dir is engine.is_trace_dir  # the name the multi-file code imports
-    assert T.is_trace_dir(COLUMNAR / "mlp_infer_eager.parquetdir")
+    assert engine.is_trace_dir(COLUMNAR / "mlp_infer_eager.parquetdir")
     assert not engine.is_trace_dir(TRACES / "mlp_infer_eager.sqlite")
     # A folder that holds nsys's tables is one trace whatever its name.
     renamed = tmp_path / "export"
@@ -471,7 +472,7 @@ def test_a_report_of_the_same_version_gives_no_version_advice(tmp_path):
 
 
 def test_analyze_import_stays_light():
-    code = ("import sys, cgprof.cli, cgprof.trace, cgprof.metrics; "
+    code = ("import sys, cgprof.cli, cgprof.io.loader, cgprof.metrics; "
             "print(sorted(m for m in ('torch', 'duckdb') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -682,7 +683,7 @@ def test_cli_analyze_leaves_a_committed_entry_when_it_returns(cache_dir, tmp_pat
 
 def test_a_table_read_ahead_is_the_table_read_when_asked():
     path = TRACES / "mlp_train_eager.sqlite"
-    cols = T._present(T.open_source(path), "CUPTI_ACTIVITY_KIND_RUNTIME", T._RUNTIME)
+    cols = F._present(T.open_source(path), "CUPTI_ACTIVITY_KIND_RUNTIME", F._RUNTIME)
     plain_src = T.open_source(path)
     try:
         plain = plain_src.read("CUPTI_ACTIVITY_KIND_RUNTIME", cols)

@@ -1,4 +1,4 @@
-"""The rows a chunked analysis reads (cgprof.trace.load_rows, cgprof.engine.TableSpill): an
+"""The rows a chunked analysis reads (cgprof.io.loader.load_rows, cgprof.engine.TableSpill): an
 SQLite export spilled once to Parquet and read back a row group at a time gives the rows a
 filtered scan of the file gives, in the same order and with the same dtypes and NULLs; a
 read of some columns only (RowRange(columns=...)) gives those columns as the whole read
@@ -23,7 +23,8 @@ from conftest import cgprof_in_process
 from cgprof import cache as C
 from cgprof import engine as E
 from cgprof import schema as S
-from cgprof import trace as T
+from cgprof.io import loader as T
+from cgprof.io.trace import DERIVED, Trace
 from cgprof.metrics.summaries import kernel_summary
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,12 +43,12 @@ def _no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CGPROF_NO_CACHE", "1")
 
 
-def _frames(trace: T.Trace) -> dict[str, pd.DataFrame]:
-    return {name: (trace.stored(name) if name in T.DERIVED else getattr(trace, name))
+def _frames(trace: Trace) -> dict[str, pd.DataFrame]:
+    return {name: (trace.stored(name) if name in DERIVED else getattr(trace, name))
             for name in FRAMES}
 
 
-def _same(got: T.Trace, want: T.Trace) -> None:
+def _same(got: Trace, want: Trace) -> None:
     a, b = _frames(got), _frames(want)
     for name in FRAMES:
         pd.testing.assert_frame_equal(a[name], b[name], check_exact=True, obj=name)

@@ -10,7 +10,9 @@ import pandas.testing as pdt
 import pytest
 
 import cgprof
-from cgprof import trace as T
+from cgprof.io import frames as F
+from cgprof.io import loader as L
+from cgprof.io import trace as T
 from cgprof.metrics import analyze
 from cgprof.metrics import coverage as CV
 from cgprof.metrics import gaps as G
@@ -321,11 +323,11 @@ def test_cached_trace_equals_the_first_load(traces_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "c"))
     src = tmp_path / "run.sqlite"
     shutil.copyfile(traces_dir / "user_train.sqlite", src)
-    first = T.load(src)
+    first = L.load(src)
     assert cache.lookup(src) is not None and cache.FORMAT_VERSION >= 3  # 4: Trace.shed frames
     layout = dict(map(tuple, cache.lookup(src).frames["CUPTI_ACTIVITY_KIND_KERNEL"]))
     assert layout["pid"].startswith("constant:int64:")
-    again = T.load(src)
+    again = L.load(src)
     for table in ("kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx"):
         _assert_same_frame(getattr(again, table), getattr(first, table))
 
@@ -340,7 +342,7 @@ def test_sort_keeps_one_value_columns_and_equals_sort_values():
                        "node": pd.array([None if i % 3 else i for i in range(n)], dtype="Int64"),
                        "name": pd.Categorical(rng.choice(["a", "b"], n))})
     want = df.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
-    got = T._sort(df.copy(), ["start_ns", "end_ns"])
+    got = F._sort(df.copy(), ["start_ns", "end_ns"])
     _assert_same_frame(got, want)
     assert got["pid"].to_numpy().strides == (0,)
 

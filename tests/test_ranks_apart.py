@@ -29,10 +29,10 @@ from conftest import cgprof_in_process, load_script
 from nsysdb import K, N, R, make_nsys_db
 
 from cgprof import engine as E
+from cgprof.io.loader import load, load_part, process_heads
 from cgprof.plan import CHUNKS, RANK_BY_RANK, WHOLE, plan_input
 from cgprof.ranks import apart_heads, rank_heads, sub_trace
 from cgprof.settings import Settings, using
-from cgprof.trace import load, load_part, process_heads
 
 REPO = Path(__file__).resolve().parents[1]
 DDP = [REPO / "traces" / "ddp_mlp_train_eager.sqlite",
@@ -382,7 +382,7 @@ def test_over_the_cap_the_cli_reads_rank_by_rank_and_caches_each_rank(three, tmp
 
 
 def test_a_second_run_reads_the_ranks_from_the_cache_only(three, tmp_path, monkeypatch):
-    import cgprof.trace as T
+    import cgprof.io.loader as T
     from cgprof import cache as C
     from cgprof.ranks import analyze_ranks, analyze_ranks_apart
     from cgprof.report.json_report import render_chunks
@@ -538,7 +538,7 @@ def test_workers_are_fewer_when_together_they_would_exceed_the_cap(monkeypatch, 
 
 def test_spilled_rows_are_the_rows_a_filtered_scan_reads(three, tmp_path):
     from cgprof import schema as S
-    from cgprof.trace import spill_processes
+    from cgprof.io.loader import spill_processes
 
     spill = spill_processes(three, tmp_path / "spill")
     assert spill is not None and S.KERNEL in spill.columns and S.NVTX in spill.columns

@@ -23,9 +23,10 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = Fal
     rank's sub-trace freed once it is analysed, but the one ``html`` draws: ``rank``'s;
     each keeps the gaps the JSON document lists). ``apart``: the ranks, when the file is to
     be read rank by rank (cgprof.plan: a plan of shape ``rank by rank``)."""
+    from cgprof.io.loader import load
+    from cgprof.io.trace import gpu_pids
     from cgprof.metrics import analyze
     from cgprof.report.json_report import GAP_LIST_LIMIT
-    from cgprof.trace import gpu_pids, load
 
     kw = {"step": step, "skip": skip, "min_gap_us": min_gap_us, "rank": rank,
           "keep": rank if html and rank is not None else False,

@@ -85,6 +85,7 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None, cap=None)
     the memory cap is then analysed a chunk of steps at a time, gathering their totals, and
     with ``cap`` (the HTML page's events per timeline) what their timelines draw
     (:func:`_chunked`). ``say``: the progress bar's (cgprof.commands.progress), or None."""
+    from cgprof.io.loader import load
     from cgprof.metrics import analyze
     from cgprof.metrics.windows import timelines_gathered
     from cgprof.parallel import analyze_files, expand_inputs
@@ -98,7 +99,6 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None, cap=None)
         rank_part,
         sub_trace,
     )
-    from cgprof.trace import load
 
     def fail_unless(ids) -> None:
         error = missing_rank(path, rank, ids)

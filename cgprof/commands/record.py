@@ -85,7 +85,7 @@ def command(
         raise click.ClickException(str(exc)) from None
     click.echo(f"cgprof: wrote {result.sqlite_path} and {result.report_path}")
     if columnar:
-        from cgprof.trace import warm
+        from cgprof.io.loader import warm
 
         try:
             click.echo(f"cgprof: wrote its columnar copy to {warm(result.sqlite_path)}")

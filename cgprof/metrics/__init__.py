@@ -1,4 +1,4 @@
-"""Pure functions from a loaded :class:`~cgprof.trace.Trace` to results; no I/O, no plotting.
+"""Pure functions from a loaded :class:`~cgprof.io.trace.Trace` to results; no I/O, no plotting.
 
 :func:`analyze` runs them all and returns an :class:`AnalysisResult`, the object behind
 ``cgprof analyze``: every table the command prints or writes is an attribute of it.
@@ -16,6 +16,9 @@ import numpy as np
 import pandas as pd
 
 from cgprof.engine import InThread, release_arrow_pool, release_memory
+from cgprof.io.loader import load
+from cgprof.io.trace import Trace, column
+from cgprof.io.validate import distinct_pids
 from cgprof.metrics.completeness import CompletenessResult, completeness, graph_check_mode
 from cgprof.metrics.coverage import (
     CoverageResult,
@@ -32,7 +35,6 @@ from cgprof.metrics.steps import StepResult, classify_steps, compute_steps
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
 from cgprof.metrics.verdict import Verdict, verdict
 from cgprof.scratch import checkpoint
-from cgprof.trace import Trace, column, distinct_pids, load
 
 __all__ = ["AnalysisResult", "analyze"]
 
@@ -263,7 +265,7 @@ def analyze(
     if aside is None:
         summaries, ranges = _summaries(trace)
     say("classifying API calls")
-    # The calls without the columns the trace derives (tid, dur_ns: cgprof.trace.DERIVED),
+    # The calls without the columns the trace derives (tid, dur_ns: cgprof.io.trace.DERIVED),
     # made where read, at the rows read: 10M calls hold 160 MB less.
     calls = api_calls(trace, derived=False)
     # (no stage of its own on the progress bar: ~10 ms on the shipped traces)

@@ -28,6 +28,9 @@ import pandas as pd
 
 from cgprof import engine as E
 from cgprof.engine import release_memory
+from cgprof.io.loader import has_cache_entry, load_rows, spill_tables
+from cgprof.io.trace import Trace, column, constant_value
+from cgprof.io.validate import distinct_pids
 from cgprof.metrics import AnalysisResult, trace_info
 from cgprof.metrics import launches as L
 from cgprof.metrics.completeness import (
@@ -80,7 +83,6 @@ from cgprof.metrics.windows import (
     name_totals,
 )
 from cgprof.scratch import Detail, checkpoint
-from cgprof.trace import column, constant_value, distinct_pids
 
 __all__ = ["Chunk", "plan", "cut_calls", "rows_of_corr"]
 
@@ -176,7 +178,7 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
                  windows: Windows | None = None,
                  timelines: int | None = None) -> AnalysisResult | None:
     """:func:`cgprof.metrics.analyze` of the one-process trace at ``path``, its rows read a
-    chunk of steps at a time (:func:`cgprof.trace.load_rows`): ``chunk_steps`` steps, else
+    chunk of steps at a time (:func:`cgprof.io.loader.load_rows`): ``chunk_steps`` steps, else
     as many as hold about ``chunk_rows`` kernels + API calls, else :data:`CHUNK_STEPS`; the
     result as a report reads it (:meth:`AnalysisResult.light` of the whole analysis: no
     trace, no call-to-step map, the gap list cut to its longest), or None when the trace is
@@ -232,19 +234,17 @@ def analyze_capped(path: str | Path, step: str | None = None, skip: int = 0,
 def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
         tuple[Any, Callable[[], None]]]:
     """(spill, done): the activity tables of the SQLite export at ``path`` written once to
-    Parquet for the chunks to read (cgprof.trace.spill_tables), and what to call once the
+    Parquet for the chunks to read (cgprof.io.loader.spill_tables), and what to call once the
     analysis is done. With the cache on, the spill is a new cache entry of nsys columns,
     committed by ``done`` (a later run reads it, not SQLite; a run that fails or is
     analysed whole commits nothing); else a temporary folder of the system's, removed at
     the end. The spill is None when the trace has a cache entry (read instead), is not an
     SQLite file, or cannot be spilled (each chunk then scans it)."""
     from cgprof import cache as C
-    from cgprof import trace as T
-
     def nothing() -> None:
         return None
 
-    if not path.is_file() or path.suffix.lower() == ".nsys-rep" or T.has_cache_entry(path):
+    if not path.is_file() or path.suffix.lower() == ".nsys-rep" or has_cache_entry(path):
         yield None, nothing
         return
     pending = C.begin(path) if C.enabled() else None
@@ -252,7 +252,7 @@ def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
         try:
             if progress is not None:
                 progress("writing the trace's columnar copy once, for its chunks")
-            spill = T.spill_tables(path, pending.tmp, spool=pending.write)
+            spill = spill_tables(path, pending.tmp, spool=pending.write)
             if spill is not None:
                 done: list[bool] = []
                 yield spill, lambda: done.append(True)
@@ -264,7 +264,7 @@ def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
     with C.temp_folder("chunks-") as folder:
         if progress is not None:
             progress("writing the trace's tables once for its chunks")
-        yield T.spill_tables(path, folder / "tables"), nothing
+        yield spill_tables(path, folder / "tables"), nothing
 
 
 def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_us: float,
@@ -275,12 +275,10 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     """:func:`analyze_path` with the tables read from ``spill`` (None: the trace's cache
     entry, or the file itself)."""
     from cgprof import schema as S
-    from cgprof import trace as T
-
     say = checkpoint(progress)
 
-    def load(rows: E.RowRange) -> T.Trace:
-        return T.load_rows(path, rows, spill=spill)
+    def load(rows: E.RowRange) -> Trace:
+        return load_rows(path, rows, spill=spill)
 
     say("summarising the kernels")
     # the columns the summary, the coverage's tie rule and the graph mode read (a cache
@@ -665,14 +663,12 @@ def _timeline(path: Path, lows: list[int], highs: list[int], rows: int, spill: A
     sorted by start, so the slices joined (:func:`_join`) are the whole table's rows in
     its order."""
     from cgprof import schema as S
-    from cgprof import trace as T
-
     gpu = [S.KERNEL, S.MEMCPY, S.MEMSET, S.GRAPH_TRACE]
 
     def slices() -> Iterator[pd.DataFrame]:
         for i, (t0, t1) in enumerate(zip(lows, highs, strict=True)):
             say(Detail(f"measuring GPU gaps: slice {i + 1} of {len(lows)}"))
-            sub = T.load_rows(path, E.RowRange(gpu_start=(t0, t1), tables=gpu), spill=spill)
+            sub = load_rows(path, E.RowRange(gpu_start=(t0, t1), tables=gpu), spill=spill)
             ops = gpu_ops(sub)
             del sub
             narrow = _narrow(ops)

@@ -24,6 +24,7 @@ import pandas as pd
 
 from cgprof import schema as S
 from cgprof.errors import AnalysisError
+from cgprof.io.trace import Trace, column, take_rows
 from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
     _first_match_dense,
@@ -41,7 +42,6 @@ from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
 )
 from cgprof.metrics.stepchoice import choose_step_ranges as _choose
 from cgprof.metrics.summaries import nvtx_ranges
-from cgprof.trace import Trace, column, take_rows
 
 #: A step is launch-bound when the GPU was busy for less than BUSY_SHARE of the step's host
 #: time and at least WAIT_SHARE of the GPU's idle time in the step was spent waiting for the
