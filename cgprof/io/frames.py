@@ -23,7 +23,7 @@ from cgprof import engine as E
 from cgprof import schema as S
 from cgprof.errors import TraceError
 from cgprof.io import validate as V
-from cgprof.io.trace import share_constants
+from cgprof.io.trace import map_categories, share_constants
 
 
 def _read_meta(src: E.Source) -> dict[str, str]:
@@ -245,25 +245,6 @@ def _categories(uniq: np.ndarray, strings: pd.Series) -> pd.Categorical:
     found = strings.to_numpy(dtype=object)[np.maximum(at, 0)] if len(strings) else at
     return pd.Categorical([found[k] if at[k] >= 0 else f"<unknown string {int(i)}>"
                            for k, i in enumerate(uniq)])
-
-
-def map_categories(names: pd.Series, func: Callable[[Any], Any]) -> pd.Series:
-    """``names.map({c: func(c) for c in categories}).astype("category")`` for a categorical
-    ``names``, through the category codes: the same categorical without a value per row in
-    between (a mapping that sends two categories to one value makes pandas build one;
-    10M calls: ~250 MB and seconds)."""
-    cats = names.cat.categories
-    mapping = {c: func(c) for c in cats}
-    small = pd.Series(cats).map(mapping)  # one value per category
-    if small.is_unique:  # pandas then maps the categories themselves: cheap, keep its result
-        return names.map(mapping).astype("category")
-    codes = names.cat.codes.to_numpy()
-    seen = np.zeros(len(cats) + 1, dtype=bool)
-    seen[codes] = True  # code -1 (no name) marks the spare last slot
-    dtype = small[seen[:-1]].astype("category").dtype  # categories: the values present
-    lut = np.append(dtype.categories.get_indexer(small), -1)
-    return pd.Series(pd.Categorical.from_codes(lut[codes], dtype=dtype), index=names.index,
-                     copy=False)
 
 
 def _load_strings(src: E.Source) -> pd.Series:

@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cgprof.io.frames import map_categories
-from cgprof.io.trace import Trace, api_rows, column
+from cgprof.io.trace import Trace, api_rows, column, map_categories
 
 KERNEL_LAUNCH = "kernel_launch"
 GRAPH_LAUNCH = "graph_launch"
