@@ -9,7 +9,7 @@ One interface, four kinds of input (see docs/engine.md for how the reader was ch
                   same table and column names as the SQLite export;
 * ``arrowdir``    ``nsys export --type arrowdir``: one ``TABLE.arrow`` (Arrow IPC stream) per
                   table;
-* ``cache``       cgprof's own columnar copy (:mod:`cgprof.cache`): a parquetdir holding only
+* ``cache``       cgprof's own columnar copy (:mod:`cgprof.io.cache`): a parquetdir holding only
                   the columns cgprof reads, plus a manifest.
 
 A :class:`Source` knows every table and its columns (``tables``) and returns the columns asked
@@ -442,7 +442,7 @@ class Source:
 
     def frame(self, table: str, rebuild: Any = None) -> Any:
         """The finished Trace frame of ``table`` when the source stores one (cgprof's cache:
-        :meth:`cgprof.cache.CachedSource.frame`), else None: build it from the columns."""
+        :meth:`cgprof.io.cache.CachedSource.frame`), else None: build it from the columns."""
         return None
 
     def close(self) -> None:
@@ -622,7 +622,7 @@ class ForkedReads:
 
     def file(self, i: int) -> Path:
         """The file of the ``i``-th job's table: ``TABLE.arrow``, as a cache entry of Arrow
-        files names it (cgprof.cache)."""
+        files names it (cgprof.io.cache)."""
         return self.folder / f"{self.jobs[i][0]}.arrow"
 
     def table(self, i: int) -> Any:
@@ -730,7 +730,7 @@ class SqliteSource(Source):
 
     def read_ahead_early(self, into: Path | None = None) -> bool:
         """:meth:`read_ahead_activity` before the caller imports the analysis
-        (:func:`cgprof.cache.prefetch`): in a forked process where :func:`fork_reads_ok`,
+        (:func:`cgprof.io.prefetch.prefetch`): in a forked process where :func:`fork_reads_ok`,
         with the small tables the load reads in its own thread (metadata, GPUs, threads).
         Importing duckdb and attaching the file (~55 ms on the H200 host, holding the GIL)
         then happen beside the caller's imports, not before them.
@@ -1156,7 +1156,7 @@ _MAX_BATCH = 2**31 - 1
 
 
 # ---------------------------------------------------------------------------------------
-# Sources opened early: :func:`cgprof.cache.prefetch` opens the trace a command is about to
+# Sources opened early: :func:`cgprof.io.prefetch.prefetch` opens the trace a command is about to
 # analyse and starts reading its big tables before the analysis (pandas, the metrics: ~0.3 s)
 # is even imported; the load then takes the source, reads under way.
 

@@ -199,7 +199,7 @@ RANKS_PART = "ranks"
 def _noted_heads(path: Any) -> list[RankHead] | None:
     """The ranks noted in the cache by an earlier rank-by-rank run of ``path`` (None: none,
     or the cache is off)."""
-    from cgprof import cache as C
+    from cgprof.io import cache as C
 
     if not C.enabled() or not path.is_file():
         return None
@@ -218,7 +218,7 @@ def _noted_heads(path: Any) -> list[RankHead] | None:
 def note_heads(path: Any, heads: Sequence[RankHead]) -> None:
     """Note ``heads`` in the cache (after every rank's entry is written: a later run that
     finds the note reads no SQLite)."""
-    from cgprof import cache as C
+    from cgprof.io import cache as C
 
     if C.enabled() and Path(path).is_file() and _noted_heads(Path(path)) is None:
         C.store_note(Path(path), RANKS_PART, {"heads": [dataclasses.asdict(h) for h in heads]})

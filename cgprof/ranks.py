@@ -40,6 +40,8 @@ import numpy as np
 import pandas as pd
 
 from cgprof.errors import AnalysisError
+from cgprof.io import cache as C
+from cgprof.io.cache import finish_writes
 from cgprof.io.trace import DERIVED, Trace, device_ids, gpu_pids, used_gpus
 from cgprof.plan import (
     RANK_MARKER_DOMAIN,
@@ -515,7 +517,6 @@ def _spilled(path: Any, pids: Sequence[int], progress: Any) -> Any:
     cannot be spilled."""
     from pathlib import Path
 
-    from cgprof import cache as C
     from cgprof.io.loader import spill_processes
 
     use = C.enabled()
@@ -560,7 +561,6 @@ def apart_results(path: Any, heads: Sequence[RankHead], step: str | None = None,
     trace's entry is not read), and once all are written the ranks are noted too
     (:func:`apart_heads` reads them): a later run reads no SQLite."""
     from cgprof import schema as S
-    from cgprof.cache import finish_writes
     from cgprof.io.loader import load_part
 
     shape = shape or (lambda r: r.light())
@@ -586,7 +586,6 @@ def _rank_results(path: Any, chosen: Sequence[RankHead], spill: Any, shape: Any,
                   step: str | None, skip: int, min_gap_us: float,
                   progress: Any) -> list[RankResult]:
     """:func:`apart_results`' loop: each rank read, analysed and shaped in turn."""
-    from cgprof.cache import finish_writes
     from cgprof.engine import release_memory
 
     path_s = str(path)

@@ -131,7 +131,7 @@ def tid_of(global_tid: int) -> int:
 #: How the loader (:mod:`cgprof.io.frames`) reads a table column by column: (nsys column, Trace
 #: frame column, "int": NOT NULL in nsys, a NULL is damage | "null": nullable, read as
 #: missing). Here, without pandas, so that the columns can be read ahead before the loader
-#: is imported (:func:`cgprof.cache.prefetch`).
+#: is imported (:func:`cgprof.io.prefetch.prefetch`).
 Spec = list[tuple[str, str, str]]
 
 BASE_SPEC: Spec = [("start", "start_ns", "int"), ("end", "end_ns", "int"),

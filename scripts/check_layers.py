@@ -38,8 +38,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("compare", ["cgprof.diff", "cgprof.ranks", "cgprof.check"]),
     ("metrics", ["cgprof.metrics", "cgprof.metrics.*"]),
     ("plan", ["cgprof.plan"]),
-    ("io", ["cgprof.io", "cgprof.io.*", "cgprof.cache", "cgprof.engine", "cgprof.record",
-            "cgprof.nsys"]),
+    ("io", ["cgprof.io", "cgprof.io.*", "cgprof.engine", "cgprof.record", "cgprof.nsys"]),
     ("base", ["cgprof.settings", "cgprof.scratch", "cgprof.schema", "cgprof.mark",
               "cgprof.records", "cgprof.version", "cgprof.bootstrap", "cgprof.bootstrap.*"]),
     ("errors", ["cgprof.errors"]),
@@ -98,7 +97,7 @@ def imports_of(path: Path, modules: set[str], me: str | None = None) -> set[str]
             if node.level:
                 up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*up, base] if base else up)
-            # `from cgprof import cache` imports the module cgprof.cache
+            # `from cgprof.io import cache` imports the module cgprof.io.cache
             names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
                      for a in node.names]
         for name in names:

@@ -18,11 +18,13 @@ from click.testing import CliRunner
 from conftest import REPO
 
 import cgprof
-from cgprof import cache, engine, settings
+from cgprof import engine, settings
 from cgprof import schema as S_
 from cgprof.cli import main
+from cgprof.io import cache, framestore
 from cgprof.io import frames as F
 from cgprof.io import loader as T
+from cgprof.io.prefetch import prefetch
 from cgprof.io.trace import Trace
 from cgprof.report import json_report
 
@@ -553,19 +555,20 @@ def test_frames_are_stored_exactly():
         "style": pd.Series(["", "range", ""], dtype="str"),
         "nan": pd.Series(["x", float("nan"), "y"], dtype=object),
     })
-    back = cache.arrow_to_frame(*cache.frame_to_arrow(df))
+    back = framestore.arrow_to_frame(*framestore.frame_to_arrow(df))
     pd.testing.assert_frame_equal(back, df)
     assert list(back.dtypes) == list(df.dtypes)
     assert back["name"].cat.categories.equals(df["name"].cat.categories)
     assert back["text"][1] is None
     empty = df.iloc[:0].assign(name=pd.Series([], dtype=object)).reset_index(drop=True)
-    pd.testing.assert_frame_equal(cache.arrow_to_frame(*cache.frame_to_arrow(empty)), empty)
+    pd.testing.assert_frame_equal(
+        framestore.arrow_to_frame(*framestore.frame_to_arrow(empty)), empty)
     assert isinstance(back["nan"][1], float)
     for bad in (df.assign(text=[1.5, None, "x"]), df.iloc[1:],
                 df.assign(text=pd.Series([None, float("nan"), "x"], dtype=object)),
                 df.assign(style=pd.Series(["a", None, "b"], dtype="str"))):
-        with pytest.raises(cache.FrameLayoutError):
-            cache.frame_to_arrow(bad)
+        with pytest.raises(framestore.FrameLayoutError):
+            framestore.frame_to_arrow(bad)
 
 
 def test_rebuilt_columns_are_left_out_only_when_they_come_out_the_same(tmp_path):
@@ -587,7 +590,7 @@ def test_rebuilt_columns_are_left_out_only_when_they_come_out_the_same(tmp_path)
                                         "dur_ns": "int64", "odd": "int64"}
     src = cache.CachedSource(tmp_path, {}, tmp_path / "t.sqlite", pending.frames)
     pd.testing.assert_frame_equal(src.frame("T", rebuild), df)
-    with pytest.raises(cache.FrameLayoutError):
+    with pytest.raises(framestore.FrameLayoutError):
         src.frame("T")  # a column to rebuild and nothing to rebuild it with
 
 
@@ -747,7 +750,7 @@ def test_a_prefetched_trace_loads_the_same_and_is_taken_once(cached, cache_dir, 
     if cached:
         T.load(src)  # writes the entry
         _no_sqlite(monkeypatch)
-    cache.prefetch(src)
+    prefetch(src)
     early = engine._early[str(src.resolve())]
     assert isinstance(early, cache.CachedSource if cached else engine.SqliteSource)
     from cgprof import schema as S
@@ -778,7 +781,7 @@ def test_prefetch_of_bad_input_is_silent_and_the_load_says_what_is_wrong(content
     path = tmp_path / "bad.sqlite"
     if content is not None:
         path.write_bytes(content)
-    cache.prefetch(path)
+    prefetch(path)
     assert not engine._early
     res = CliRunner().invoke(main, ["analyze", str(path)])
     assert res.exit_code == 1 and res.output.count("\n") == 1
@@ -786,7 +789,7 @@ def test_prefetch_of_bad_input_is_silent_and_the_load_says_what_is_wrong(content
 
 
 def test_a_prefetched_source_no_load_took_is_closed(cache_dir):
-    cache.prefetch(TRACES / "mlp_infer_eager.sqlite")
+    prefetch(TRACES / "mlp_infer_eager.sqlite")
     (early,) = engine._early.values()
     reads = [r for _, r in early._ahead.values()]
     engine.drop_early()

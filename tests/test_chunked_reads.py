@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import cgprof_in_process
 
-from cgprof import cache as C
 from cgprof import engine as E
 from cgprof import schema as S
+from cgprof.io import cache as C
 from cgprof.io import loader as T
 from cgprof.io.trace import DERIVED, Trace
 from cgprof.metrics.summaries import kernel_summary

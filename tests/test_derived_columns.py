@@ -12,8 +12,8 @@ import pandas as pd
 import pandas.testing as pdt
 import pytest
 
-from cgprof import cache as C
 from cgprof import schema as S
+from cgprof.io import cache as C
 from cgprof.io import loader as L
 from cgprof.io import trace as T
 from cgprof.metrics import analyze

@@ -200,7 +200,7 @@ def _sha(path) -> str:
 
 def _blank_the_middle(path) -> None:
     """Zero the export's pages between its first and last 64 KiB, keeping its size and mtime:
-    its cache key (cgprof.cache.key) stays, and a read of its tables would fail."""
+    its cache key (cgprof.io.cache.key) stays, and a read of its tables would fail."""
     st = path.stat()
     with open(path, "r+b") as fh:
         fh.seek(1 << 16)
@@ -270,9 +270,11 @@ def test_a_reader_writing_an_entry_that_no_load_takes_leaves_nothing(tmp_path):
     code = r"""
 import sys
 from pathlib import Path
-from cgprof import cache as C, engine as E
+from cgprof import engine as E
+from cgprof.io import cache as C
+from cgprof.io.prefetch import prefetch
 path = Path(sys.argv[1])
-C.prefetch(path)
+prefetch(path)
 src = E.take_early(path)
 assert src._forked is not None and src._forked.into is not None, "no entry being written"
 folder = src._forked.folder

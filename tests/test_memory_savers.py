@@ -11,6 +11,7 @@ import pytest
 
 import cgprof
 from cgprof.io import frames as F
+from cgprof.io import framestore
 from cgprof.io import loader as L
 from cgprof.io import trace as T
 from cgprof.metrics import analyze
@@ -286,7 +287,7 @@ def test_launch_api_tie_goes_to_the_first_pair():
 
 
 def test_cache_layout_keeps_constant_columns_as_values(tmp_path):
-    from cgprof import cache
+    from cgprof.io import cache
 
     df = T.share_constants(pd.DataFrame({
         "start_ns": np.array([1, 5, 9], dtype=np.int64),
@@ -296,7 +297,7 @@ def test_cache_layout_keeps_constant_columns_as_values(tmp_path):
         "some": pd.array([None, 3, None], dtype="Int64"),
         "plain": np.array([7, 7, 7], dtype=np.int64)}))
     df["plain"] = np.array([7, 7, 7], dtype=np.int64)  # one value, but not a shared view
-    tbl, layout, _ = cache.frame_to_arrow(df)
+    tbl, layout, _ = framestore.frame_to_arrow(df)
     kinds = dict(map(tuple, layout))
     assert kinds == {"start_ns": "int64", "pid": "constant:int64:4242",
                      "big": f"constant:int64:{np.iinfo(np.int64).min}",
@@ -311,14 +312,14 @@ def test_cache_layout_keeps_constant_columns_as_values(tmp_path):
     # a frame of constants only keeps one stored column (the file holds the row count)
     only = T.share_constants(pd.DataFrame({"a": np.full(4, 1, dtype=np.int64),
                                            "b": np.full(4, 2, dtype=np.int64)}))
-    tbl, layout, _ = cache.frame_to_arrow(only)
+    tbl, layout, _ = framestore.frame_to_arrow(only)
     assert tbl.num_rows == 4 and [k for _, k in layout] == ["int64", "int64"]
 
 
 def test_cached_trace_equals_the_first_load(traces_dir, tmp_path, monkeypatch):
     import shutil
 
-    from cgprof import cache
+    from cgprof.io import cache
 
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "c"))
     src = tmp_path / "run.sqlite"

@@ -370,7 +370,7 @@ def test_over_the_cap_the_cli_reads_rank_by_rank_and_caches_each_rank(three, tmp
     assert "read rank by rank (3 ranks, one at a time)" in res.stderr
     whole = _cli(str(three), "--json", "-", "--no-cache", apart="0")
     assert res.stdout == whole.stdout
-    from cgprof import cache as C
+    from cgprof.io import cache as C
 
     monkeypatch.setenv("CGPROF_CACHE", str(cache))
     parts = sorted(str(e.get("part")) for e in C.entries())
@@ -383,7 +383,7 @@ def test_over_the_cap_the_cli_reads_rank_by_rank_and_caches_each_rank(three, tmp
 
 def test_a_second_run_reads_the_ranks_from_the_cache_only(three, tmp_path, monkeypatch):
     import cgprof.io.loader as T
-    from cgprof import cache as C
+    from cgprof.io import cache as C
     from cgprof.ranks import analyze_ranks, analyze_ranks_apart
     from cgprof.report.json_report import render_chunks
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import (
     engine_options,
     note_apart,
@@ -15,6 +14,7 @@ from cgprof.commands.engine_opts import (
 )
 from cgprof.commands.progress import clear, progress_bar
 from cgprof.errors import CgprofError, OutputExistsError
+from cgprof.io.cache import writing_in_background
 
 
 def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = False,
@@ -148,7 +148,7 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
                                  for p in traces}
         with heavy_imports():  # first: prefetch imports numpy (through pyarrow) too
             if not many and plans[traces[0]].shape == WHOLE and not plans[traces[0]].over_cap:
-                from cgprof.cache import prefetch
+                from cgprof.io.prefetch import prefetch
 
                 prefetch(traces[0])  # its big tables are read while the analysis is imported
             from cgprof import metrics  # noqa: F401  (what every analysis runs)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import (
     engine_options,
     note_apart,
@@ -23,6 +22,7 @@ from cgprof.commands.engine_opts import (
     note_drawn_whole,
 )
 from cgprof.errors import CgprofError
+from cgprof.io.cache import writing_in_background
 
 if TYPE_CHECKING:
     from cgprof.diff import RunView

@@ -69,8 +69,8 @@ def _note_over_cap(cap: str, source: str) -> None:
 
 def note_apart(path: Any, ranks: int) -> None:
     """One line on stderr: the trace is read rank by rank because of the memory cap."""
-    from cgprof import cache as C
     from cgprof import engine as E
+    from cgprof.io import cache as C
     from cgprof.settings import current
 
     if current().ranks_apart:

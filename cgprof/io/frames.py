@@ -516,7 +516,7 @@ class _Made(Mapping):
 def _rebuild(table: str, df: pd.DataFrame) -> Mapping[str, Any]:
     """The columns of ``table``'s frame that follow from others of ``df``, by the expressions
     the load from nsys's columns uses: the cache stores the others only
-    (:meth:`cgprof.cache.Pending.write_frame` checks that each comes out the same)."""
+    (:meth:`cgprof.io.cache.Pending.write_frame` checks that each comes out the same)."""
     out: dict[str, Callable[[], Any]] = {}
     if "start_ns" in df and "dur_ns" in df and table != S.NVTX:
         out["end_ns"] = lambda: df["start_ns"].to_numpy() + df["dur_ns"].to_numpy()

@@ -4,7 +4,7 @@ The export is an SQLite file, an ``.nsys-rep`` (exported to a temporary SQLite f
 nsys cgprof finds: :mod:`cgprof.nsys`), nsys's parquetdir/arrowdir, or cgprof's own
 cached copy: :func:`open_source` opens it as a columnar source (:mod:`cgprof.engine`),
 :mod:`cgprof.io.frames` builds the frames, :mod:`cgprof.io.validate` refuses a trace whose
-tables contradict each other, and :mod:`cgprof.cache` keeps a columnar copy for the next
+tables contradict each other, and :mod:`cgprof.io.cache` keeps a columnar copy for the next
 load. :func:`load` reads a whole trace, :func:`load_part` some processes' rows (a rank),
 :func:`load_rows` a range of rows (a chunk of steps), each with the filter in the scan.
 
@@ -26,6 +26,7 @@ import pandas as pd
 from cgprof import engine as E
 from cgprof import schema as S
 from cgprof.errors import TraceError
+from cgprof.io import cache as C
 from cgprof.io import validate as V
 from cgprof.io.frames import (
     _graph_mode_from_meta,
@@ -121,14 +122,12 @@ def load(path: str | Path, progress: Progress | None = None, *,
 
     ``path`` is an SQLite export, an ``.nsys-rep`` report (exported to a temporary SQLite
     file with the nsys cgprof finds), or nsys's ``parquetdir``/``arrowdir`` export.
-    ``cache``: read from and write to cgprof's columnar cache (:mod:`cgprof.cache`); None
+    ``cache``: read from and write to cgprof's columnar cache (:mod:`cgprof.io.cache`); None
     (the default) means on unless ``CGPROF_NO_CACHE`` is set.
 
     Raises :class:`TraceError` with a one-line message for anything that is not a readable
     nsys export (missing file, not SQLite, corrupt, no nsys tables, no events at all).
     """
-    from cgprof import cache as C
-
     path = Path(path)
     say = checkpoint(progress)
     use_cache = (C.enabled() if cache is None else cache) and path.is_file()
@@ -164,13 +163,11 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
     An SQLite export or nsys's parquetdir/arrowdir export. ``tables``: the nsys tables whose
     rows are read (None: all); the others' frames are empty, their tables not scanned.
 
-    ``part``: the name of this part's own cache entry (:func:`cgprof.cache.entry_dir`), read
+    ``part``: the name of this part's own cache entry (:func:`cgprof.io.cache.entry_dir`), read
     when there is one and written after a read of an SQLite export (``cache``: None means on
     unless ``CGPROF_NO_CACHE``); without it no cache is used (an entry of the whole trace
     holds every process). ``spill``: the process tables of the SQLite export at ``path``
     already written apart (:class:`cgprof.engine.Spill`), read instead of the file."""
-    from cgprof import cache as C
-
     path = Path(path)
     say = checkpoint(progress)
     use_cache = (part is not None and (C.enabled() if cache is None else cache)
@@ -195,8 +192,6 @@ def load_rows(path: str | Path, rows: E.RowRange, progress: Progress | None = No
     ``spill`` (:func:`spill_tables` of it) or the file: a chunk of a one-process trace
     (cgprof.metrics.chunked), read with the filter in the scan. No cache entry is written;
     the frames are the whole trace's rows, in its order."""
-    from cgprof import cache as C
-
     path = Path(path)
     say = checkpoint(progress)
     hit = C.lookup(path, None) if C.enabled() and path.is_file() else None
@@ -215,8 +210,6 @@ def load_rows(path: str | Path, rows: E.RowRange, progress: Progress | None = No
 
 def has_cache_entry(path: str | Path) -> bool:
     """Whether the trace at ``path`` has a cache entry (what :func:`load` would read)."""
-    from cgprof import cache as C
-
     path = Path(path)
     src = C.lookup(path, None) if C.enabled() and path.is_file() else None
     if src is None:
@@ -230,8 +223,8 @@ def spill_tables(path: str | Path, folder: Path, spool: Callable[[str, Any], Non
     """The activity tables of the SQLite export at ``path`` written once into ``folder``
     (:class:`cgprof.engine.TableSpill`): one scan of the file for every chunk read after
     it. ``spool(table, arrow)`` is also given the small tables a load reads, as it reads
-    them: with :meth:`cgprof.cache.Pending.write` and the entry's own folder, the spill is
-    a cache entry of nsys columns (:meth:`cgprof.cache.Pending.commit_columns`), from which
+    them: with :meth:`cgprof.io.cache.Pending.write` and the entry's own folder, the spill is
+    a cache entry of nsys columns (:meth:`cgprof.io.cache.Pending.commit_columns`), from which
     a later load builds the frames instead of reading SQLite. None for other inputs, or
     where DuckDB cannot."""
     src = open_source(Path(path))
@@ -260,8 +253,6 @@ def _cached(path: Path, part: str | None, say: Progress) -> tuple[Trace | None,
     None when there is none, or it cannot be read (a broken entry costs a re-read, never the
     analysis: it is discarded); and the entry, when it holds nsys columns only (spill_tables':
     a whole load stores the frames it built in it)."""
-    from cgprof import cache as C
-
     hit = C.lookup(path, part)
     if hit is None:
         return None, None
@@ -301,8 +292,6 @@ def warm(path: Path) -> Path:
     then skips SQLite. Raises :class:`TraceError` when the trace cannot be read, or when the
     cache cannot be written.
     """
-    from cgprof import cache as C
-
     load(path, cache=True)
     entry = C.entry_dir(path)
     if not (entry / C.MANIFEST).is_file():
@@ -392,15 +381,13 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
                  spill: E.Spill | E.TableSpill | None = None) -> Trace:
     """Read ``src_path`` (``pid_filter``: some processes' rows only, then cached as entry
     ``part`` of ``path``, or not at all without one; ``spill``: see :func:`load_part`)."""
-    from cgprof import cache as C
-
     src = open_source(src_path)
     src.pid_filter = pid_filter
     if spill is not None and isinstance(src, E.SqliteSource):
         src.spill = spill
     if pid_filter is not None and part is None:
         use_cache = False  # an entry without a part holds the whole trace
-    # A small export's forked reader (cgprof.cache.prefetch) writes its entry as it reads;
+    # A small export's forked reader (cgprof.io.prefetch) writes its entry as it reads;
     # else the entry is written table by table as the tables are read (src.spool), so the
     # Arrow copy of each is freed once its columns are numpy, not kept for a write at the end.
     forked = (src if use_cache and isinstance(src, E.SqliteSource) and src.writes_entry()

@@ -28,6 +28,7 @@ import pandas as pd
 
 from cgprof import engine as E
 from cgprof.engine import release_memory
+from cgprof.io import cache as C
 from cgprof.io.loader import has_cache_entry, load_rows, spill_tables
 from cgprof.io.trace import Trace, column, constant_value
 from cgprof.io.validate import distinct_pids
@@ -240,7 +241,7 @@ def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
     analysed whole commits nothing); else a temporary folder of the system's, removed at
     the end. The spill is None when the trace has a cache entry (read instead), is not an
     SQLite file, or cannot be spilled (each chunk then scans it)."""
-    from cgprof import cache as C
+
     def nothing() -> None:
         return None
 
