@@ -51,7 +51,7 @@ DASK_CONNECT_TIMEOUT_S = 20
 
 def is_trace_dir(path: Path) -> bool:
     """A folder that is one trace (nsys's parquetdir/arrowdir export), not a folder of traces."""
-    from cgprof.engine import is_trace_dir as engine_is_trace_dir
+    from cgprof.io.sources import is_trace_dir as engine_is_trace_dir
 
     return bool(engine_is_trace_dir(path))
 
@@ -95,14 +95,14 @@ def default_jobs() -> int:
 def memory_jobs(paths: Sequence[str | Path], jobs: int) -> int:
     """``jobs``, fewer when that many workers would together hold more than the memory cap
     (``--memory-limit``/``CGPROF_MEMORY_LIMIT``, default 4GB): each worker is expected to
-    hold the largest file's whole analysis (:func:`cgprof.engine.whole_analysis_bytes`),
+    hold the largest file's whole analysis (:func:`cgprof.io.estimate.whole_analysis_bytes`),
     at most the cap (a file above it is read rank by rank). At least one; files whose rows
     are not known up front count as none."""
-    from cgprof import engine as E
+    from cgprof.io.estimate import activity_rows, whole_analysis_bytes
 
     cap = current().memory_limit_bytes
-    rows = [E.activity_rows(Path(p)) for p in paths]
-    need = max((min(E.whole_analysis_bytes(r), cap) for r in rows if r is not None),
+    rows = [activity_rows(Path(p)) for p in paths]
+    need = max((min(whole_analysis_bytes(r), cap) for r in rows if r is not None),
                default=0)
     if need <= 0:
         return jobs

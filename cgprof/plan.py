@@ -24,8 +24,8 @@ shape              when, and how the input is read
 =================  ==============================================================================
 
 "Expected to exceed the memory cap": the whole analysis of a trace of ``n`` kernels and CUDA
-API calls holds about :func:`cgprof.engine.whole_analysis_bytes` (``n``), read off the file
-without a scan (:func:`cgprof.engine.activity_rows`); the settings' ``ranks_apart`` can force
+API calls holds about :func:`cgprof.io.estimate.whole_analysis_bytes` (``n``), read off the file
+without a scan (:func:`cgprof.io.estimate.activity_rows`); the settings' ``ranks_apart`` can force
 rank by rank (True: a trace of one rank is then still read whole within the cap) or forbid
 it (False: a trace over the cap is then read whole) whatever the size.
 
@@ -75,7 +75,7 @@ class Plan:
 
 def is_folder_of_traces(path: Path) -> bool:
     """A folder that is not one trace (nsys's parquetdir/arrowdir export is one)."""
-    from cgprof.engine import dir_kind
+    from cgprof.io.sources import dir_kind
 
     return path.is_dir() and dir_kind(path) is None
 
@@ -85,7 +85,7 @@ def plan_input(path: str | Path, chunks: bool = True) -> Plan:
 
     chunks: whether the caller can take a chunked analysis of a one-process trace over the
     memory cap (False: it is read whole, ``over_cap`` still set)."""
-    from cgprof.engine import apart_wanted, over_memory_cap
+    from cgprof.io.estimate import apart_wanted, over_memory_cap
 
     path = Path(path)
     if is_folder_of_traces(path):
@@ -172,10 +172,10 @@ def apart_heads(path: Any) -> list[RankHead] | None:
     """The ranks of the trace at ``path`` when it is to be read rank by rank
     (:func:`cgprof.ranks.analyze_ranks_apart`), else None: it holds more than one process
     with GPU work, and its whole analysis is expected to exceed the memory cap
-    (:func:`cgprof.engine.apart_wanted`)."""
-    from cgprof import engine as E
+    (:func:`cgprof.io.estimate.apart_wanted`)."""
+    from cgprof.io.estimate import apart_wanted
 
-    if not E.apart_wanted(Path(path)):
+    if not apart_wanted(Path(path)):
         return None
     return file_rank_heads(path)
 

@@ -586,7 +586,7 @@ def _rank_results(path: Any, chosen: Sequence[RankHead], spill: Any, shape: Any,
                   step: str | None, skip: int, min_gap_us: float,
                   progress: Any) -> list[RankResult]:
     """:func:`apart_results`' loop: each rank read, analysed and shaped in turn."""
-    from cgprof.engine import release_memory
+    from cgprof.io.memory import release_memory
 
     path_s = str(path)
     results = []

@@ -162,7 +162,7 @@ NVTX_COLS: list[tuple[str, str, object]] = [
 
 #: The column of each table that says which process a row belongs to (its pid is
 #: ``(value >> PID_SHIFT) & ID_MASK``): what a read of one process's rows filters on
-#: (:class:`cgprof.engine.PidFilter`, a multi-rank trace read rank by rank).
+#: (:class:`cgprof.io.filters.PidFilter`, a multi-rank trace read rank by rank).
 PID_COLUMN: dict[str, str] = {
     KERNEL: "globalPid", RUNTIME: "globalTid", MEMCPY: "globalPid", MEMSET: "globalPid",
     SYNC: "globalPid", GRAPH_TRACE: "globalPid", NVTX: "globalTid", THREAD_NAMES: "globalTid"}
@@ -175,7 +175,7 @@ INFO_COLUMNS: dict[str, list[str]] = {
     THREAD_NAMES: ["globalTid", "nameId"], DIAGNOSTIC: ["timestamp", "severity", "text"]}
 
 #: The nsys columns the loader reads of each table (those present, in this order), read
-#: ahead by :meth:`cgprof.engine.Source.read_ahead_activity`: the two big tables first, then
+#: ahead by :meth:`cgprof.io.sources.Source.read_ahead_activity`: the two big tables first, then
 #: the small ones, each in its own thread, so that the loader's reads take them finished.
 READ_COLUMNS: dict[str, list[str]] = {
     KERNEL: [c for c, _, _ in KERNEL_SPEC],

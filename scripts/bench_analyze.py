@@ -120,8 +120,9 @@ def child(mode: str, path: str, out: str) -> dict[str, Any]:
             res["work_s"] = time.perf_counter() - t0
             res["rows"] = [len(r) for r in rows]
         elif mode == "duckdb":
-            from cgprof import engine, schema
+            from cgprof import schema
             from cgprof.io import loader
+            from cgprof.io.threads import threads
 
             t0 = time.perf_counter()
             src = loader.open_source(Path(path))
@@ -136,7 +137,7 @@ def child(mode: str, path: str, out: str) -> dict[str, Any]:
             src.close()
             res["work_s"] = time.perf_counter() - t0
             res["rows"] = [t.num_rows for t in tbls]
-            res["threads"] = engine.threads()
+            res["threads"] = threads()
         elif mode in ("cli_first", "cli_cached", "cli_nocache") or mode in NSYS_MODES:
             if mode in NSYS_MODES:
                 nsys = os.environ.get("CGPROF_BENCH_NSYS", "nsys")

@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("compare", ["cgprof.diff", "cgprof.ranks", "cgprof.check"]),
     ("metrics", ["cgprof.metrics", "cgprof.metrics.*"]),
     ("plan", ["cgprof.plan"]),
-    ("io", ["cgprof.io", "cgprof.io.*", "cgprof.engine", "cgprof.record", "cgprof.nsys"]),
+    ("io", ["cgprof.io", "cgprof.io.*", "cgprof.record", "cgprof.nsys"]),
     ("base", ["cgprof.settings", "cgprof.scratch", "cgprof.schema", "cgprof.mark",
               "cgprof.records", "cgprof.version", "cgprof.bootstrap", "cgprof.bootstrap.*"]),
     ("errors", ["cgprof.errors"]),

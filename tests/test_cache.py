@@ -18,13 +18,18 @@ from click.testing import CliRunner
 from conftest import REPO
 
 import cgprof
-from cgprof import engine, settings
 from cgprof import schema as S_
+from cgprof import settings
 from cgprof.cli import main
 from cgprof.io import cache, framestore
+from cgprof.io import early as E
 from cgprof.io import frames as F
 from cgprof.io import loader as T
+from cgprof.io.duck import SORTED_SCAN_THREADS
 from cgprof.io.prefetch import prefetch
+from cgprof.io.sources import Source, is_trace_dir
+from cgprof.io.sqlite import SqliteSource
+from cgprof.io.threads import threads
 from cgprof.io.trace import Trace
 from cgprof.report import json_report
 
@@ -203,7 +208,7 @@ def test_a_run_above_the_memory_limit_says_so_on_stderr(cache_dir, tmp_path):
 def test_bad_thread_count_is_one_line(value, monkeypatch):
     monkeypatch.setenv("CGPROF_THREADS", value)
     with pytest.raises(cgprof.errors.TraceError, match="CGPROF_THREADS"):
-        engine.threads()
+        threads()
 
 
 @pytest.mark.parametrize("name", ["resnet18_train_eager.sqlite", "mlp_train_graph.sqlite",
@@ -213,9 +218,9 @@ def test_the_thread_count_gives_the_same_figures(name, cache_dir, monkeypatch):
     thread): the same tables, each column one chunk, and the same analysis."""
     path = TRACES / name
     docs, tables = [], []
-    for n in ("1", str(engine.SORTED_SCAN_THREADS)):
+    for n in ("1", str(SORTED_SCAN_THREADS)):
         monkeypatch.setenv("CGPROF_THREADS", n)
-        assert engine.threads() == int(n)
+        assert threads() == int(n)
         src = T.open_source(path)
         try:
             tbl = src.read(S_.KERNEL, ["start", "end", "correlationId", "graphNodeId"])
@@ -277,7 +282,7 @@ def test_nsys_columnar_export_equals_its_sqlite(kind, cache_dir):
     dirs = sorted(COLUMNAR.glob(f"*.{kind}"))
     assert dirs
     for d in dirs:
-        assert engine.is_trace_dir(d)
+        assert is_trace_dir(d)
         sqlite = COLUMNAR / f"{d.stem}.sqlite"
         a, b = T.load(d), T.load(sqlite, cache=False)
         _same_trace(a, b)
@@ -294,13 +299,13 @@ def test_nsys_columnar_export_equals_its_sqlite(kind, cache_dir):
 def test_trace_dir_detection(tmp_path):
     plain = tmp_path / "runs"
     plain.mkdir()
-    assert not engine.is_trace_dir(plain)
-    assert engine.is_trace_dir(COLUMNAR / "mlp_infer_eager.parquetdir")
-    assert not engine.is_trace_dir(TRACES / "mlp_infer_eager.sqlite")
+    assert not is_trace_dir(plain)
+    assert is_trace_dir(COLUMNAR / "mlp_infer_eager.parquetdir")
+    assert not is_trace_dir(TRACES / "mlp_infer_eager.sqlite")
     # A folder that holds nsys's tables is one trace whatever its name.
     renamed = tmp_path / "export"
     shutil.copytree(COLUMNAR / "mlp_infer_graph.parquetdir", renamed)
-    assert engine.is_trace_dir(renamed)
+    assert is_trace_dir(renamed)
     assert len(T.load(renamed).kernels) == len(T.load(COLUMNAR / "mlp_infer_graph.sqlite",
                                                        cache=False).kernels)
     empty = tmp_path / "x.parquetdir"
@@ -713,7 +718,7 @@ def test_the_loader_takes_every_table_read_ahead(name, monkeypatch):
 
     asked: list[tuple[str, list[str]]] = []
     plain: list[str] = []
-    real_read, real_plain = engine.Source.read, engine.SqliteSource._read
+    real_read, real_plain = Source.read, SqliteSource._read
 
     def read(self, table, columns):
         asked.append((table, list(columns)))
@@ -723,16 +728,16 @@ def test_the_loader_takes_every_table_read_ahead(name, monkeypatch):
         plain.append(table)
         return real_plain(self, table, columns)
 
-    monkeypatch.setattr(engine.Source, "read", read)
-    monkeypatch.setattr(engine.SqliteSource, "_read", plain_read)
+    monkeypatch.setattr(Source, "read", read)
+    monkeypatch.setattr(SqliteSource, "_read", plain_read)
     left: list[str] = []
-    real_close = engine.SqliteSource.close
+    real_close = SqliteSource.close
 
     def close(self):
         left.extend(self._ahead)
         real_close(self)
 
-    monkeypatch.setattr(engine.SqliteSource, "close", close)
+    monkeypatch.setattr(SqliteSource, "close", close)
     T.load(TRACES / name, cache=False)
     ahead = [t for t, _ in asked if t in S.READ_COLUMNS]
     assert ahead and len(ahead) == len(set(ahead))
@@ -751,8 +756,8 @@ def test_a_prefetched_trace_loads_the_same_and_is_taken_once(cached, cache_dir, 
         T.load(src)  # writes the entry
         _no_sqlite(monkeypatch)
     prefetch(src)
-    early = engine._early[str(src.resolve())]
-    assert isinstance(early, cache.CachedSource if cached else engine.SqliteSource)
+    early = E._early[str(src.resolve())]
+    assert isinstance(early, cache.CachedSource if cached else SqliteSource)
     from cgprof import schema as S
 
     if cached:  # every file of the entry the load reads: the stored frames first
@@ -769,7 +774,7 @@ def test_a_prefetched_trace_loads_the_same_and_is_taken_once(cached, cache_dir, 
     monkeypatch.setattr(early, "_read", lambda *a: here.append(
         a[0] if threading.current_thread() is threading.main_thread() else None) or real(*a))
     got = T.load(src)
-    assert not engine._early and not early._ahead  # taken by the load, reads consumed
+    assert not E._early and not early._ahead  # taken by the load, reads consumed
     if cached:
         assert [f for f in here if f] == []
     _same_trace(plain, got)
@@ -782,7 +787,7 @@ def test_prefetch_of_bad_input_is_silent_and_the_load_says_what_is_wrong(content
     if content is not None:
         path.write_bytes(content)
     prefetch(path)
-    assert not engine._early
+    assert not E._early
     res = CliRunner().invoke(main, ["analyze", str(path)])
     assert res.exit_code == 1 and res.output.count("\n") == 1
     assert res.output.startswith(f"Error: {path}: ")
@@ -790,23 +795,23 @@ def test_prefetch_of_bad_input_is_silent_and_the_load_says_what_is_wrong(content
 
 def test_a_prefetched_source_no_load_took_is_closed(cache_dir):
     prefetch(TRACES / "mlp_infer_eager.sqlite")
-    (early,) = engine._early.values()
+    (early,) = E._early.values()
     reads = [r for _, r in early._ahead.values()]
-    engine.drop_early()
-    assert not engine._early and not early._ahead
+    E.drop_early()
+    assert not E._early and not early._ahead
     assert reads and not any(r.alive() for r in reads)
 
 
 def test_cli_analyze_prefetches_its_trace(cache_dir, tmp_path, monkeypatch):
     taken = []
-    real = engine.take_early
+    real = E.take_early
 
     def spy(path, kind=None):
         src = real(path, kind)
         taken.append(src)
         return src
 
-    monkeypatch.setattr(engine, "take_early", spy)
+    monkeypatch.setattr(E, "take_early", spy)
     path = TRACES / "mlp_infer_graph.sqlite"
     want = json_report.render([cgprof.analyze(T.load(path, cache=False))])
     for _ in range(2):  # SQLite, then the cache entry
@@ -817,4 +822,4 @@ def test_cli_analyze_prefetches_its_trace(cache_dir, tmp_path, monkeypatch):
         assert res.exit_code == 0, res.output
         assert [s for s in taken if s is not None]
         assert json.loads(out.read_text()) == json.loads(want)
-    assert not engine._early
+    assert not E._early

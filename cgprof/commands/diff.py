@@ -68,10 +68,10 @@ def _view_apart(result, run: tuple, max_events: int | None) -> _Apart:
 def _give_back(apart: _Apart) -> None:
     """Give the memory of an analysis no one holds any more back to the OS before the next
     step: its reference cycles, the pages Arrow's pool and the C heap keep
-    (cgprof.engine.release_memory, from 4M rows on)."""
+    (cgprof.io.memory.release_memory, from 4M rows on)."""
     import gc
 
-    from cgprof.engine import release_memory
+    from cgprof.io.memory import release_memory
 
     gc.collect()
     release_memory(apart.rows)

@@ -34,11 +34,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cgprof import engine as E
 from cgprof import schema as S
 from cgprof import scratch
+from cgprof.io import early as E
+from cgprof.io.dirsource import DirSource
 from cgprof.io.framestore import (
     FrameLayoutError,
     _same_column,
@@ -47,6 +48,11 @@ from cgprof.io.framestore import (
     read_frame,
 )
 from cgprof.settings import current, in_context
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cgprof.io.sources import Source
+    from cgprof.io.sqlite import SqliteSource
+
 
 #: Bump when the layout or the columns stored change: old entries are then ignored
 #: (and their key changes too, see :func:`key`). 2: the activity tables as Trace frames.
@@ -141,7 +147,7 @@ def lookup(path: Path, part: str | None = None) -> CachedSource | None:
     return CachedSource(entry, tables, path, frames, suffix)
 
 
-class CachedSource(E.DirSource):
+class CachedSource(DirSource):
     """A cache entry; ``path`` stays the trace's own path for messages. ``suffix``: its
     tables' files, Parquet or (a small export's forked reader wrote them) Arrow."""
 
@@ -466,7 +472,7 @@ def trace_frames(trace: Any) -> dict[str, Any]:
             S.NVTX: trace.nvtx}
 
 
-def store(path: Path, src: E.Source, trace: Any) -> Path | None:
+def store(path: Path, src: Source, trace: Any) -> Path | None:
     """Write what ``src`` read (its ``reads``) and ``trace``'s frames as a new cache entry for
     ``path``; None if it cannot be written (then the analysis goes on without it)."""
     pending = begin(path)
@@ -478,7 +484,7 @@ def store(path: Path, src: E.Source, trace: Any) -> Path | None:
     return pending.commit(src.tables)
 
 
-def commit_forked(path: Path, src: E.SqliteSource) -> Path | None:
+def commit_forked(path: Path, src: SqliteSource) -> Path | None:
     """Commit the folder ``src``'s forked reader wrote every table the load read into
     (:func:`cgprof.io.prefetch.prefetch`) as ``path``'s entry, of Arrow files; None when there
     is none (its reader failed or was not forked: the folder is removed with ``src``)."""
@@ -559,7 +565,7 @@ def clear() -> int:
 def temp_folder(label: str) -> Iterator[Path]:
     """A temporary folder in the cache folder (in the system's temporary folder when the
     cache is off or cannot be made), removed at the end: where a run writes a trace's
-    tables apart once for its ranks or chunks to read (cgprof.engine.Spill, TableSpill)."""
+    tables apart once for its ranks or chunks to read (cgprof.io.spill.Spill, TableSpill)."""
     folder: Path | None = None
     if enabled():
         with contextlib.suppress(OSError):  # (a cache that cannot be written: the system's)

@@ -1,7 +1,7 @@
 """nsys's tables as the :class:`~cgprof.io.trace.Trace` frames: Arrow columns -> numpy -> pandas.
 
 Each ``_load_*`` function reads one table's columns from a source
-(:class:`cgprof.engine.Source`, only those that exist: they vary with the nsys version and
+(:class:`cgprof.io.sources.Source`, only those that exist: they vary with the nsys version and
 with what was traced) and builds its frame: names resolved through ``StringIds`` as
 categoricals (one lookup per distinct id), ``globalTid``/``globalPid`` split into
 ``pid``/``tid``, every time an integer nanosecond, rows sorted by (start, end); never a
@@ -14,19 +14,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from cgprof import engine as E
 from cgprof import schema as S
 from cgprof.errors import TraceError
 from cgprof.io import validate as V
+from cgprof.io.arrow import int64_values_and_mask
+from cgprof.io.memory import release_memory
 from cgprof.io.trace import map_categories, share_constants
 
+if TYPE_CHECKING:  # pragma: no cover
+    from cgprof.io.sources import Source
 
-def _read_meta(src: E.Source) -> dict[str, str]:
+
+def _read_meta(src: Source) -> dict[str, str]:
     out: dict[str, str] = {}
     for table in (S.META_EXPORT_OLD, S.META_EXPORT, S.META_CAPTURE):
         want = S.INFO_COLUMNS[table]  # name, value
@@ -79,18 +83,18 @@ def _arrow_ints(col: Any, path: Path, table: str, name: str) -> tuple[np.ndarray
         # nsys's uint64 ids are SQLite's signed int64 bit for bit.
         col = pc.cast(col, pa.int64(), safe=False)
     if col.null_count:
-        return E.int64_values_and_mask(col)
+        return int64_values_and_mask(col)
     return col.to_numpy(), None
 
 
-def _present(src: E.Source, table: str, spec: Spec) -> list[str]:
+def _present(src: Source, table: str, spec: Spec) -> list[str]:
     """The columns of ``spec`` that ``table`` has and a load reads
-    (:meth:`cgprof.engine.Source.readable`; none when the table is missing)."""
+    (:meth:`cgprof.io.sources.Source.readable`; none when the table is missing)."""
     cols = src.readable(table)
     return [c for c, _, _ in spec if c in cols]
 
 
-def _int_frame(src: E.Source, table: str, spec: Spec,
+def _int_frame(src: Source, table: str, spec: Spec,
                required: tuple[str, ...] = ("start", "end")) -> pd.DataFrame:
     """Read integer columns of ``table``: ``spec`` is (nsys column, alias, "int"|"null").
 
@@ -247,7 +251,7 @@ def _categories(uniq: np.ndarray, strings: pd.Series) -> pd.Categorical:
                            for k, i in enumerate(uniq)])
 
 
-def _load_strings(src: E.Source) -> pd.Series:
+def _load_strings(src: Source) -> pd.Series:
     if S.STRING_IDS not in src.tables:
         return pd.Series(dtype="object")
     cols = src.tables[S.STRING_IDS]
@@ -282,7 +286,7 @@ def _ids(ids: pd.arrays.IntegerArray) -> tuple[np.ndarray, bool]:
     return out, bool(out.flags.writeable and not np.may_share_memory(out, ids._data))
 
 
-def _load_kernels(src: E.Source, strings: pd.Series) -> pd.DataFrame:
+def _load_kernels(src: Source, strings: pd.Series) -> pd.DataFrame:
     df = _int_frame(src, S.KERNEL, _KERNEL, required=("start", "end", "deviceId", "streamId"))
     df["pid"] = _pid_from_global(df.pop("global_pid"))
     # The id columns given up as they are read, each id array made once and used as the
@@ -309,7 +313,7 @@ def _load_kernels(src: E.Source, strings: pd.Series) -> pd.DataFrame:
 _RUNTIME = S.RUNTIME_SPEC
 
 
-def _load_runtime(src: E.Source, strings: pd.Series) -> pd.DataFrame:
+def _load_runtime(src: Source, strings: pd.Series) -> pd.DataFrame:
     df = _int_frame(src, S.RUNTIME, _RUNTIME, required=("start", "end", "eventClass"))
     df["pid"] = _pid_from_global(df["global_tid"])  # tid, dur_ns: made when first read
     ids, owned = _ids(df.pop("name_id").array)
@@ -325,7 +329,7 @@ def _load_runtime(src: E.Source, strings: pd.Series) -> pd.DataFrame:
     return _sort(df, ["start_ns", "end_ns"])
 
 
-def _load_gpu_ops(src: E.Source, table: str) -> pd.DataFrame:
+def _load_gpu_ops(src: Source, table: str) -> pd.DataFrame:
     """Memcpy / memset / sync / graph-trace rows: start, end, device, stream, pid, corr and
     the table's own columns (:data:`cgprof.schema.GPU_OP_SPECS`)."""
     df = _int_frame(src, table, S.GPU_OP_SPECS[table])
@@ -358,14 +362,14 @@ def _nvtx_ints(col: Any) -> object:
     if col.null_count == len(col):
         return np.array([None] * len(col), dtype=object)
     if col.null_count:
-        return pd.arrays.IntegerArray(*E.int64_values_and_mask(col))
+        return pd.arrays.IntegerArray(*int64_values_and_mask(col))
     return col.to_numpy()
 
 
 _NVTX_COLS = S.NVTX_COLS
 
 
-def _load_nvtx(src: E.Source, strings: pd.Series) -> pd.DataFrame:
+def _load_nvtx(src: Source, strings: pd.Series) -> pd.DataFrame:
     cols = src.tables.get(S.NVTX)
     if cols is None:
         df = pd.DataFrame({alias: pd.Series(dtype="int64") for _, alias, _ in _NVTX_COLS})
@@ -427,12 +431,12 @@ def _load_nvtx(src: E.Source, strings: pd.Series) -> pd.DataFrame:
     return df.sort_values(["start_ns"], kind="stable").reset_index(drop=True)
 
 
-def _rows(src: E.Source, table: str, columns: list[str]) -> list[tuple]:
+def _rows(src: Source, table: str, columns: list[str]) -> list[tuple]:
     tbl = src.read(table, columns)
     return list(zip(*[tbl.column(c).to_pylist() for c in columns], strict=True))
 
 
-def _load_gpus(src: E.Source) -> pd.DataFrame:
+def _load_gpus(src: Source) -> pd.DataFrame:
     cols = src.tables.get(S.GPU_INFO, [])
     if "id" not in cols:
         return pd.DataFrame({"device_id": pd.Series(dtype="int64"),
@@ -450,7 +454,7 @@ def _load_gpus(src: E.Source) -> pd.DataFrame:
     return df.drop_duplicates("device_id")
 
 
-def _load_diagnostics(src: E.Source) -> tuple[tuple[int, int, str], ...]:
+def _load_diagnostics(src: Source) -> tuple[tuple[int, int, str], ...]:
     """DIAGNOSTIC_EVENT's (timestamp, severity, text) rows, in timestamp order. An info
     table: a row without an integer timestamp or with no text is left out."""
     if not set(S.INFO_COLUMNS[S.DIAGNOSTIC]) <= set(src.tables.get(S.DIAGNOSTIC, [])):
@@ -461,7 +465,7 @@ def _load_diagnostics(src: E.Source) -> tuple[tuple[int, int, str], ...]:
     return tuple(sorted(rows, key=lambda r: r[0]))
 
 
-def _load_threads(src: E.Source, strings: pd.Series) -> pd.DataFrame:
+def _load_threads(src: Source, strings: pd.Series) -> pd.DataFrame:
     cols = src.tables.get(S.THREAD_NAMES, [])
     if not {"nameId", "globalTid"} <= set(cols):
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in
@@ -491,9 +495,9 @@ def _release_arrow(rows: int | None = None) -> None:
     """Give the OS back what Arrow's memory pool holds but no longer uses: its allocator
     (mimalloc/jemalloc) keeps freed pages for reuse, and after a table's columns become numpy
     arrays that is the size of the table again (1.6 GB of RSS after a 10M-kernel load); and
-    the C heap's free chunks (cgprof.engine.release_memory; ``rows``: the activity rows read so
+    the C heap's free chunks (cgprof.io.memory.release_memory; ``rows``: the activity rows read so
     far, a small trace keeps its pages for the next stage)."""
-    E.release_memory(rows)
+    release_memory(rows)
 
 
 class _Made(Mapping):

@@ -10,9 +10,12 @@ other kind raises :class:`FrameLayoutError`: a frame is stored exactly or not at
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cgprof import engine as E
+from cgprof.io.arrow import int64_values_and_mask
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cgprof.io.dirsource import DirSource
 
 
 class FrameLayoutError(ValueError):
@@ -143,7 +146,7 @@ def arrow_to_frame(tbl: Any, layout: list[list[Any]], cats_tbl: Any,
         elif kind in ("str", "string"):
             data[c] = pd.Series(col.to_pylist(), dtype=kind)
         elif kind == "Int64":
-            data[c] = pd.arrays.IntegerArray(*E.int64_values_and_mask(col))
+            data[c] = pd.arrays.IntegerArray(*int64_values_and_mask(col))
         elif kind.startswith("category:"):
             dtype = pd.CategoricalDtype(pd.Index(cats.get(c, []), dtype=kind[9:]))
             data[c] = pd.Categorical.from_codes(col.to_numpy(), dtype=dtype)
@@ -207,7 +210,7 @@ def has_categories(layout: list[list[Any]]) -> bool:
     return any(kind.startswith("category") for _, kind in layout)
 
 
-def read_frame(src: E.DirSource, table: str, layout: list[list[Any]],
+def read_frame(src: DirSource, table: str, layout: list[list[Any]],
                rebuild: Any = None) -> Any:
     """The stored frame of ``table`` in the entry ``src`` reads."""
     tbl = src.read(f"{table}.frame", stored_columns(layout))

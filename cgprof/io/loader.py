@@ -2,7 +2,7 @@
 
 The export is an SQLite file, an ``.nsys-rep`` (exported to a temporary SQLite file with the
 nsys cgprof finds: :mod:`cgprof.nsys`), nsys's parquetdir/arrowdir, or cgprof's own
-cached copy: :func:`open_source` opens it as a columnar source (:mod:`cgprof.engine`),
+cached copy: :func:`open_source` opens it as a columnar source (:mod:`cgprof.io.sources`),
 :mod:`cgprof.io.frames` builds the frames, :mod:`cgprof.io.validate` refuses a trace whose
 tables contradict each other, and :mod:`cgprof.io.cache` keeps a columnar copy for the next
 load. :func:`load` reads a whole trace, :func:`load_part` some processes' rows (a rank),
@@ -23,11 +23,13 @@ from typing import Any
 
 import pandas as pd
 
-from cgprof import engine as E
 from cgprof import schema as S
 from cgprof.errors import TraceError
 from cgprof.io import cache as C
+from cgprof.io import early as E
 from cgprof.io import validate as V
+from cgprof.io.dirsource import DirSource
+from cgprof.io.filters import PidFilter, RowRange
 from cgprof.io.frames import (
     _graph_mode_from_meta,
     _load_diagnostics,
@@ -42,16 +44,15 @@ from cgprof.io.frames import (
     _rebuild,
     _release_arrow,
 )
+from cgprof.io.sources import Source, connect_readonly, dir_kind, probe_sqlite
+from cgprof.io.spill import Spill, TableSpill
+from cgprof.io.sqlite import SqliteSource
 from cgprof.io.trace import DERIVED, Trace, TraceMeta, share_constants, used_gpus
 from cgprof.scratch import checkpoint
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 Progress = Callable[[str], None]
-
-
-# ---------------------------------------------------------------------------------------
-# opening and probing
 
 
 def _check_file(path: Path) -> None:
@@ -79,28 +80,28 @@ def _check_file(path: Path) -> None:
         )
 
 
-def open_source(path: Path) -> E.Source:
-    """Check ``path`` and open it as a columnar :class:`cgprof.engine.Source`.
+def open_source(path: Path) -> Source:
+    """Check ``path`` and open it as a columnar :class:`cgprof.io.sources.Source`.
 
     SQLite exports and nsys's parquetdir/arrowdir directories; ``.nsys-rep`` reports are
     exported to SQLite first (:func:`cgprof.nsys.exported`).
     """
-    early = E.take_early(path)  # opened (and its big tables being read) by E.prefetch
+    early = E.take_early(path)  # opened (and its big tables being read) by cgprof.io.prefetch
     if early is not None:
         return early
-    kind = E.dir_kind(path) if path.is_dir() else None
+    kind = dir_kind(path) if path.is_dir() else None
     if kind is not None:
-        src: E.Source = E.DirSource(path, kind)
+        src: Source = DirSource(path, kind)
         if not any(t in src.tables for t in S.NSYS_MARKER_TABLES):
             raise TraceError(f"{path}: holds no nsys tables ({kind} export expected)")
         return src
     _check_file(path)
     try:
-        conn = E.connect_readonly(path)
+        conn = connect_readonly(path)
     except sqlite3.Error as exc:
         raise TraceError(f"{path}: cannot open as SQLite ({V.one_line(exc)})") from None
     try:
-        tables = E.probe_sqlite(conn)
+        tables = probe_sqlite(conn)
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         conn.close()
         raise TraceError(
@@ -113,7 +114,7 @@ def open_source(path: Path) -> E.Source:
             f"{path}: is SQLite but not an Nsight Systems export ({shown}); "
             f"make one with `nsys export --type sqlite` or `cgprof record`"
         )
-    return E.SqliteSource(path, conn, tables)
+    return SqliteSource(path, conn, tables)
 
 
 def load(path: str | Path, progress: Progress | None = None, *,
@@ -154,9 +155,9 @@ def load(path: str | Path, progress: Progress | None = None, *,
 def load_part(path: str | Path, pids: Any, keep: bool = True,
               progress: Progress | None = None, tables: Any = None,
               part: str | None = None, cache: bool | None = None,
-              spill: E.Spill | None = None) -> Trace:
+              spill: Spill | None = None) -> Trace:
     """The rows of processes ``pids`` of the trace at ``path`` (``keep`` False: of every
-    other process), read with the filter in the scan (:class:`cgprof.engine.PidFilter`), so
+    other process), read with the filter in the scan (:class:`cgprof.io.filters.PidFilter`), so
     that the other processes' rows are never held: the trace of one rank of a multi-rank
     trace is ``load_part(path, [pid])``, the same frames (values, order) as
     :func:`cgprof.ranks.sub_trace` cuts from the whole trace, the GPUs those the rank used.
@@ -167,7 +168,7 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
     when there is one and written after a read of an SQLite export (``cache``: None means on
     unless ``CGPROF_NO_CACHE``); without it no cache is used (an entry of the whole trace
     holds every process). ``spill``: the process tables of the SQLite export at ``path``
-    already written apart (:class:`cgprof.engine.Spill`), read instead of the file."""
+    already written apart (:class:`cgprof.io.spill.Spill`), read instead of the file."""
     path = Path(path)
     say = checkpoint(progress)
     use_cache = (part is not None and (C.enabled() if cache is None else cache)
@@ -176,7 +177,7 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
     if trace is not None:
         _checked_part(trace, path, keep)
     else:
-        trace = _load_source(path, path, say, use_cache, pid_filter=E.PidFilter(pids, keep,
+        trace = _load_source(path, path, say, use_cache, pid_filter=PidFilter(pids, keep,
                                                                                 tables),
                              part=part, spill=spill)
     if keep:
@@ -185,8 +186,8 @@ def load_part(path: str | Path, pids: Any, keep: bool = True,
     return trace
 
 
-def load_rows(path: str | Path, rows: E.RowRange, progress: Progress | None = None,
-              spill: E.TableSpill | None = None) -> Trace:
+def load_rows(path: str | Path, rows: RowRange, progress: Progress | None = None,
+              spill: TableSpill | None = None) -> Trace:
     """The rows ``rows`` keeps of the trace at ``path`` (an SQLite export, nsys's
     parquetdir/arrowdir export), from its cache entry when there is one, else from
     ``spill`` (:func:`spill_tables` of it) or the file: a chunk of a one-process trace
@@ -219,9 +220,9 @@ def has_cache_entry(path: str | Path) -> bool:
 
 
 def spill_tables(path: str | Path, folder: Path, spool: Callable[[str, Any], None] | None = None
-                 ) -> E.TableSpill | None:
+                 ) -> TableSpill | None:
     """The activity tables of the SQLite export at ``path`` written once into ``folder``
-    (:class:`cgprof.engine.TableSpill`): one scan of the file for every chunk read after
+    (:class:`cgprof.io.spill.TableSpill`): one scan of the file for every chunk read after
     it. ``spool(table, arrow)`` is also given the small tables a load reads, as it reads
     them: with :meth:`cgprof.io.cache.Pending.write` and the entry's own folder, the spill is
     a cache entry of nsys columns (:meth:`cgprof.io.cache.Pending.commit_columns`), from which
@@ -229,7 +230,7 @@ def spill_tables(path: str | Path, folder: Path, spool: Callable[[str, Any], Non
     where DuckDB cannot."""
     src = open_source(Path(path))
     try:
-        if not isinstance(src, E.SqliteSource):
+        if not isinstance(src, SqliteSource):
             return None
         if spool is not None:
             src.keep_reads = False
@@ -239,7 +240,7 @@ def spill_tables(path: str | Path, folder: Path, spool: Callable[[str, Any], Non
             _load_gpus(src)
             _load_threads(src, strings)
             src.spool = None
-        spill = E.TableSpill.write(src, folder)
+        spill = TableSpill.write(src, folder)
         if spill is not None:
             spill.source_tables = src.tables
         return spill
@@ -267,20 +268,20 @@ def _cached(path: Path, part: str | None, say: Progress) -> tuple[Trace | None,
 
 def _checked_part(trace: Trace, path: Path, keep: bool) -> None:
     """What :func:`_checked` does for a whole trace, for a part: a rank's trace is checked
-    (cgprof.validate), the other processes' only shed."""
+    (cgprof.io.validate), the other processes' only shed."""
     if keep:
         _checked(trace, path, part=True)
     else:
         trace.shed()
 
 
-def spill_processes(path: str | Path, folder: Path) -> E.Spill | None:
+def spill_processes(path: str | Path, folder: Path) -> Spill | None:
     """The process tables of the SQLite export at ``path`` written apart into ``folder``
-    (:class:`cgprof.engine.Spill`): one scan of the file for every rank read after it.
+    (:class:`cgprof.io.spill.Spill`): one scan of the file for every rank read after it.
     None for other inputs, or where DuckDB cannot."""
     src = open_source(Path(path))
     try:
-        return E.Spill.write(src, folder) if isinstance(src, E.SqliteSource) else None
+        return Spill.write(src, folder) if isinstance(src, SqliteSource) else None
     finally:
         src.close()
 
@@ -332,7 +333,7 @@ def process_heads(path: str | Path, progress: Progress | None = None) -> Trace:
 
 def _checked(trace: Trace, path: Path, part: bool = False) -> None:
     """Raise :class:`TraceError` for a trace without events or whose tables contradict each
-    other (cgprof.validate), then :meth:`Trace.shed` its derived columns. ``part``: some
+    other (cgprof.io.validate), then :meth:`Trace.shed` its derived columns. ``part``: some
     processes' rows of ``path`` (:func:`load_part`)."""
     if part:
         trace.check_whole(lambda t: V.validate(t, part=True))
@@ -349,7 +350,7 @@ def _checked(trace: Trace, path: Path, part: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def _named_damage(src: E.Source, path: Path) -> Iterator[None]:
+def _named_damage(src: Source, path: Path) -> Iterator[None]:
     """A failed read of ``src`` as one :class:`TraceError` line naming ``path`` (and the
     cell, for a value no nsys export holds there)."""
     try:
@@ -364,7 +365,7 @@ def _named_damage(src: E.Source, path: Path) -> Iterator[None]:
     except (ValueError, TypeError, OverflowError) as exc:
         # A value no nsys export holds (text in a number column, ...): name the cell.
         cell = None
-        if isinstance(src, E.SqliteSource):
+        if isinstance(src, SqliteSource):
             try:
                 cell = V.find_non_integer(src.conn, src.tables)
             except sqlite3.DatabaseError:
@@ -377,20 +378,20 @@ def _named_damage(src: E.Source, path: Path) -> Iterator[None]:
 
 
 def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
-                 pid_filter: E.PidFilter | E.RowRange | None = None, part: str | None = None,
-                 spill: E.Spill | E.TableSpill | None = None) -> Trace:
+                 pid_filter: PidFilter | RowRange | None = None, part: str | None = None,
+                 spill: Spill | TableSpill | None = None) -> Trace:
     """Read ``src_path`` (``pid_filter``: some processes' rows only, then cached as entry
     ``part`` of ``path``, or not at all without one; ``spill``: see :func:`load_part`)."""
     src = open_source(src_path)
     src.pid_filter = pid_filter
-    if spill is not None and isinstance(src, E.SqliteSource):
+    if spill is not None and isinstance(src, SqliteSource):
         src.spill = spill
     if pid_filter is not None and part is None:
         use_cache = False  # an entry without a part holds the whole trace
     # A small export's forked reader (cgprof.io.prefetch) writes its entry as it reads;
     # else the entry is written table by table as the tables are read (src.spool), so the
     # Arrow copy of each is freed once its columns are numpy, not kept for a write at the end.
-    forked = (src if use_cache and isinstance(src, E.SqliteSource) and src.writes_entry()
+    forked = (src if use_cache and isinstance(src, SqliteSource) and src.writes_entry()
               and part is None and pid_filter is None else None)
     pending = (C.begin(path, part) if use_cache and src.kind == "sqlite" and forked is None
                else None)
@@ -420,14 +421,14 @@ def _load_source(src_path: Path, path: Path, say: Progress, use_cache: bool,
     return trace
 
 
-def _stored(src: E.Source, table: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+def _stored(src: Source, table: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     """The frame of ``table`` as the cache stored it (already sorted and decoded), else built
     from the nsys columns."""
     df = src.frame(table, lambda d: _rebuild(table, d))
     return build() if df is None else df
 
 
-def _load_tables(src: E.Source, path: Path, say: Progress) -> Trace:
+def _load_tables(src: Source, path: Path, say: Progress) -> Trace:
     src.read_ahead_activity()  # every table cgprof reads, each in a thread (none twice)
     meta_kv = _read_meta(src)
     say("reading strings")

@@ -2,9 +2,9 @@
 
 :func:`prefetch` is what a command calls first with the trace it is about to analyse: the
 cache entry, or else the SQLite export, is opened and its tables start being read (in
-threads, or by a forked process: :class:`cgprof.engine.ForkedReads`) while pandas and the
-metrics are imported; the source is kept for the load (:func:`cgprof.engine.keep_early`). It
-never raises: a file that is not a readable trace is left for the load to report.
+threads, or by a forked process: :mod:`cgprof.io.forked`) while pandas and the metrics are
+imported; the source is kept in :mod:`cgprof.io.early` for the load. It never raises: a file
+that is not a readable trace is left for the load to report.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cgprof import engine as E
 from cgprof import schema as S
 from cgprof.io.cache import Pending, begin, enabled, lookup
+from cgprof.io.early import keep_early
 from cgprof.io.framestore import has_categories, stored_columns
+from cgprof.io.sources import Source
+from cgprof.io.sqlite import SqliteSource, open_sqlite_early
 
 
 def prefetch(path: str | os.PathLike[str]) -> None:
@@ -23,9 +25,9 @@ def prefetch(path: str | os.PathLike[str]) -> None:
     calls) in threads, before the caller imports the analysis: pandas and the metrics take
     ~0.3 s to import, while DuckDB and Arrow read without the GIL. From the cache entry
     when there is one, else from the SQLite export (a small one on Linux: every table the
-    load reads, by a forked process, :meth:`cgprof.engine.SqliteSource.read_ahead_early`,
+    load reads, by a forked process, :meth:`cgprof.io.sqlite.SqliteSource.read_ahead_early`,
     so that importing DuckDB is not done here either). The load takes the source
-    (:func:`cgprof.engine.take_early`); :func:`cgprof.engine.drop_early` closes one no load
+    (:func:`cgprof.io.early.take_early`); :func:`cgprof.io.early.drop_early` closes one no load
     took. Never raises: a file that is not a readable trace is left for the load to report.
     """
     try:
@@ -33,7 +35,7 @@ def prefetch(path: str | os.PathLike[str]) -> None:
         if not path.is_file():
             return
         cached = lookup(path) if enabled() else None
-        src: E.Source | None = cached
+        src: Source | None = cached
         if cached is not None:
             for table in (S.KERNEL, S.RUNTIME):
                 layout = cached.frames.get(table)
@@ -48,17 +50,17 @@ def prefetch(path: str | os.PathLike[str]) -> None:
             for table, columns in cached.load_reads(info=True):  # as the load asks
                 cached.read_ahead(table, columns)
         elif path.suffix.lower() != ".nsys-rep":
-            sqlite = E.open_sqlite_early(path)
+            sqlite = open_sqlite_early(path)
             if sqlite is not None:
                 _read_ahead_early(path, sqlite)
             return
         if src is not None:
-            E.keep_early(path, src)
+            keep_early(path, src)
     except Exception:  # the load reads it again, and says what is wrong
         return
 
 
-def _read_ahead_early(path: Path, src: E.SqliteSource) -> None:
+def _read_ahead_early(path: Path, src: SqliteSource) -> None:
     """:func:`prefetch` of an SQLite export: its reads started (into a new cache entry when
     the cache is on: the forked reader's files are the entry,
     :func:`cgprof.io.cache.commit_forked`) and the source kept for the load. Raising (Ctrl-C's
@@ -69,7 +71,7 @@ def _read_ahead_early(path: Path, src: E.SqliteSource) -> None:
         if not src.read_ahead_early(None if pending is None else pending.tmp) and (
                 pending is not None):
             pending.abort()
-        E.keep_early(path, src)
+        keep_early(path, src)
     except BaseException:
         src.close()
         if pending is not None:
