@@ -16,9 +16,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cgprof import io as _io
 from cgprof.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
+    from contextlib import AbstractContextManager
+    from pathlib import Path
+
     from cgprof.io.trace import Trace
     from cgprof.metrics import AnalysisResult
     from cgprof.settings import Settings
@@ -67,6 +71,18 @@ def diff(baseline: Any, candidate: Any, **kwargs: Any) -> Any:
     from cgprof.diff import diff as _diff
 
     return _diff(baseline, candidate, **kwargs)
+
+
+def _export_report(report: Path) -> AbstractContextManager[Path]:
+    """A temporary SQLite export of the ``.nsys-rep`` ``report`` by nsys
+    (:func:`cgprof.nsys.exported`): how the reading layer, which runs no nsys itself, has a
+    report exported (:data:`cgprof.io.report_export`)."""
+    from cgprof.nsys import exported
+
+    return exported(report)
+
+
+_io.report_export = _export_report
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,7 @@
 """Load an Nsight Systems export, read-only, into a :class:`~cgprof.io.trace.Trace`.
 
-The export is an SQLite file, an ``.nsys-rep`` (exported to a temporary SQLite file with the
-nsys cgprof finds: :mod:`cgprof.nsys`), nsys's parquetdir/arrowdir, or cgprof's own
+The export is an SQLite file, an ``.nsys-rep`` (exported to a temporary SQLite file by the
+exporter :data:`cgprof.io.report_export` names), nsys's parquetdir/arrowdir, or cgprof's own
 cached copy: :func:`open_source` opens it as a columnar source (:mod:`cgprof.io.sources`),
 :mod:`cgprof.io.frames` builds the frames, :mod:`cgprof.io.validate` refuses a trace whose
 tables contradict each other, and :mod:`cgprof.io.cache` keeps a columnar copy for the next
@@ -18,11 +18,13 @@ import contextlib
 import functools
 import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+import cgprof.io
 from cgprof import schema as S
 from cgprof.errors import TraceError
 from cgprof.io import cache as C
@@ -83,8 +85,8 @@ def _check_file(path: Path) -> None:
 def open_source(path: Path) -> Source:
     """Check ``path`` and open it as a columnar :class:`cgprof.io.sources.Source`.
 
-    SQLite exports and nsys's parquetdir/arrowdir directories; ``.nsys-rep`` reports are
-    exported to SQLite first (:func:`cgprof.nsys.exported`).
+    SQLite exports and nsys's parquetdir/arrowdir directories (an ``.nsys-rep`` report is
+    exported to SQLite first, by :func:`load`).
     """
     early = E.take_early(path)  # opened (and its big tables being read) by cgprof.io.prefetch
     if early is not None:
@@ -117,6 +119,17 @@ def open_source(path: Path) -> Source:
     return SqliteSource(path, conn, tables)
 
 
+def _exported(report: Path) -> AbstractContextManager[Path]:
+    """A temporary SQLite export of the ``.nsys-rep`` ``report``, removed afterwards: made by
+    the exporter :data:`cgprof.io.report_export` names (the reading layer runs no nsys)."""
+    export = cgprof.io.report_export
+    if export is None:
+        raise TraceError(f"{report}: is an Nsight Systems report and no exporter is set "
+                         f"(cgprof.io.report_export); export it with "
+                         f"`nsys export --type sqlite -o {report.with_suffix('.sqlite')} {report}`")
+    return export(report)
+
+
 def load(path: str | Path, progress: Progress | None = None, *,
          cache: bool | None = None) -> Trace:
     """Open an nsys export read-only and load the tables cgprof uses.
@@ -136,9 +149,7 @@ def load(path: str | Path, progress: Progress | None = None, *,
     if trace is None:
         if path.suffix.lower() == ".nsys-rep" and path.is_file():
             say("exporting the report to SQLite with nsys")
-            from cgprof.nsys import exported
-
-            with exported(path) as sqlite_path:
+            with _exported(path) as sqlite_path:
                 trace = _load_source(sqlite_path, path, say, use_cache)
         else:
             trace = _load_source(path, path, say, use_cache)
