@@ -177,7 +177,7 @@ class SqliteSource(Source):
             return con.execute(D.scan_sql(table, columns, rows, where)).to_arrow_table(
                 batch_size=rows or _DEFAULT_BATCH)
         except duckdb.Error as exc:
-            # e.g. text in an INTEGER column; trace.load names the cell to blame.
+            # e.g. text in an INTEGER column; loader.load names the cell to blame.
             raise UnreadableTable(table, _one_line(exc)) from None
 
     def _pid_devices(self, table: str) -> Any:
