@@ -16,12 +16,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cgprof import io as _io
 from cgprof.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
+    from contextlib import AbstractContextManager
+    from pathlib import Path
+
+    from cgprof.io.trace import Trace
     from cgprof.metrics import AnalysisResult
     from cgprof.settings import Settings
-    from cgprof.trace import Trace
 
 __all__ = ["__version__", "load", "analyze", "diff", "Settings"]
 
@@ -30,8 +34,8 @@ def load(path: Any, settings: Settings | None = None, **kwargs: Any) -> Trace:
     """Open an nsys SQLite export read-only and load the tables cgprof uses.
 
     settings: how to read it (None: from the environment, :meth:`Settings.from_env`)."""
+    from cgprof.io.loader import load as _load
     from cgprof.settings import using
-    from cgprof.trace import load as _load
 
     with using(settings):
         return _load(path, **kwargs)
@@ -45,9 +49,9 @@ def analyze(trace_or_path: Any, settings: Settings | None = None,
     its plan says (:mod:`cgprof.plan`): a one-process trace whose whole analysis would
     exceed the memory cap a chunk of steps at a time, as ``cgprof analyze`` reads it (the
     same figures; the result then holds no trace, and lists the longest GPU gaps only)."""
+    from cgprof.io.trace import Trace as _Trace
     from cgprof.metrics import analyze as _analyze
     from cgprof.settings import using
-    from cgprof.trace import Trace as _Trace
 
     with using(settings):
         if not isinstance(trace_or_path, _Trace):
@@ -67,6 +71,18 @@ def diff(baseline: Any, candidate: Any, **kwargs: Any) -> Any:
     from cgprof.diff import diff as _diff
 
     return _diff(baseline, candidate, **kwargs)
+
+
+def _export_report(report: Path) -> AbstractContextManager[Path]:
+    """A temporary SQLite export of the ``.nsys-rep`` ``report`` by nsys
+    (:func:`cgprof.nsys.exported`): how the reading layer, which runs no nsys itself, has a
+    report exported (:data:`cgprof.io.report_export`)."""
+    from cgprof.nsys import exported
+
+    return exported(report)
+
+
+_io.report_export = _export_report
 
 
 def __getattr__(name: str) -> Any:

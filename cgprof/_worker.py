@@ -5,6 +5,6 @@ cgprof.metrics), so a worker starts in milliseconds and imports nothing per file
 is analysed under the settings it is sent with (:func:`cgprof.parallel.analyze_file`).
 """
 
+import cgprof.io.loader  # noqa: F401
 import cgprof.metrics  # noqa: F401
 import cgprof.ranks  # noqa: F401
-import cgprof.trace  # noqa: F401

@@ -391,6 +391,7 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
     path = Path(path)
     if path.is_file() and _is_json(path):
         return _json_run(_load_json(path))
+    from cgprof.io.loader import load
     from cgprof.metrics import analyze
     from cgprof.metrics.chunked import analyze_capped
     from cgprof.plan import CHUNKS, RANK_BY_RANK, plan_input
@@ -401,7 +402,6 @@ def load_run(path: str | Path, step: str | None = None, skip: int = 0,
         rank_heads,
         rank_of,
     )
-    from cgprof.trace import load
 
     plan = plan_input(path) if plan is None else plan
     if plan.shape == RANK_BY_RANK:  # one rank's rows at a time

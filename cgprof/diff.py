@@ -35,13 +35,14 @@ import numpy as np
 import pandas as pd
 
 from cgprof.errors import AnalysisError, CgprofError
+from cgprof.io.trace import Trace, column
 from cgprof.metrics import AnalysisResult
 from cgprof.metrics.coverage import call_steps_of, step_positions
 from cgprof.metrics.gap_sinks import GAP_BIN_EDGES_US, GapBins, add_gap_table, extent_positions
 from cgprof.metrics.intervals import counts_by_code, sums_by_code
 from cgprof.metrics.launches import FAMILIES, api_calls
 from cgprof.metrics.windows import WindowTotals, extent_ends, name_totals
-from cgprof.trace import Trace, column
+from cgprof.untraced import ms_text
 from cgprof.version import DIFF_SCHEMA_VERSION
 
 __all__ = [
@@ -411,7 +412,7 @@ def cached_api_calls(trace: Trace) -> pd.DataFrame:
     Several windows of one trace (and its timeline) need the calls with their launch family;
     on a trace with a million calls classifying them takes about a second each time. Without
     the columns the trace derives (``tid``, ``dur_ns``; read them with
-    :func:`cgprof.trace.column`): the frame lives as long as the trace (10M calls: 160 MB)."""
+    :func:`cgprof.io.trace.column`): the frame lives as long as the trace (10M calls: 160 MB)."""
     return _once(trace, ("api_calls",), lambda: api_calls(trace, derived=False))
 
 
@@ -877,13 +878,6 @@ def work_check(a: RunView, b: RunView) -> pd.DataFrame:
 
 def _us(ns: float | None) -> str:
     return "n/a" if ns is None else f"{ns / 1000:.1f} us"
-
-
-def ms_text(ns: float | None) -> str:
-    """A duration for a sentence, three digits: ``3.71 ms``, ``812 us``, ``n/a``."""
-    if ns is None:
-        return "n/a"
-    return f"{ns / 1e6:.3g} ms" if ns >= 1e5 else f"{ns / 1e3:.3g} us"
 
 
 def _num(v: float | None, fmt: str = "{:.0f}") -> str:

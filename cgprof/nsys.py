@@ -6,7 +6,8 @@ install folders of :data:`NSYS_GLOBS`); :func:`build_export_argv` is ``nsys expo
 tables cgprof reads; :func:`exported` turns a ``.nsys-rep`` a user hands ``cgprof analyze``
 into a temporary SQLite file, and a failed export into one line naming the nsys used and
 the version the report names (:func:`export_failure`). ``cgprof record`` (:mod:`cgprof.record`)
-and the reading layer (:mod:`cgprof.trace`) both use it.
+and the reading layer (:mod:`cgprof.io.loader`, through :data:`cgprof.io.report_export`) both
+use it.
 """
 
 from __future__ import annotations

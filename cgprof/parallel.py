@@ -51,7 +51,7 @@ DASK_CONNECT_TIMEOUT_S = 20
 
 def is_trace_dir(path: Path) -> bool:
     """A folder that is one trace (nsys's parquetdir/arrowdir export), not a folder of traces."""
-    from cgprof.trace import is_trace_dir as engine_is_trace_dir
+    from cgprof.io.sources import is_trace_dir as engine_is_trace_dir
 
     return bool(engine_is_trace_dir(path))
 
@@ -95,14 +95,14 @@ def default_jobs() -> int:
 def memory_jobs(paths: Sequence[str | Path], jobs: int) -> int:
     """``jobs``, fewer when that many workers would together hold more than the memory cap
     (``--memory-limit``/``CGPROF_MEMORY_LIMIT``, default 4GB): each worker is expected to
-    hold the largest file's whole analysis (:func:`cgprof.engine.whole_analysis_bytes`),
+    hold the largest file's whole analysis (:func:`cgprof.io.estimate.whole_analysis_bytes`),
     at most the cap (a file above it is read rank by rank). At least one; files whose rows
     are not known up front count as none."""
-    from cgprof import engine as E
+    from cgprof.io.estimate import activity_rows, whole_analysis_bytes
 
     cap = current().memory_limit_bytes
-    rows = [E.activity_rows(Path(p)) for p in paths]
-    need = max((min(E.whole_analysis_bytes(r), cap) for r in rows if r is not None),
+    rows = [activity_rows(Path(p)) for p in paths]
+    need = max((min(whole_analysis_bytes(r), cap) for r in rows if r is not None),
                default=0)
     if need <= 0:
         return jobs
@@ -141,9 +141,9 @@ def analyze_file(path: str, step: str | None = None, skip: int = 0,
 def _analyze_file(path: str, step: str | None, skip: int,
                   min_gap_us: float) -> list[RankResult]:
     """:func:`analyze_file`'s work, every result naming the file ``path``."""
+    from cgprof.io.loader import load
     from cgprof.plan import RANK_BY_RANK, plan_input
     from cgprof.ranks import apart_results
-    from cgprof.trace import load
 
     plan = plan_input(path, chunks=False)  # (a file is a rank or ranks: read whole)
     if plan.shape == RANK_BY_RANK:  # one rank's rows at a time

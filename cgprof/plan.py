@@ -24,8 +24,8 @@ shape              when, and how the input is read
 =================  ==============================================================================
 
 "Expected to exceed the memory cap": the whole analysis of a trace of ``n`` kernels and CUDA
-API calls holds about :func:`cgprof.engine.whole_analysis_bytes` (``n``), read off the file
-without a scan (:func:`cgprof.engine.activity_rows`); the settings' ``ranks_apart`` can force
+API calls holds about :func:`cgprof.io.estimate.whole_analysis_bytes` (``n``), read off the file
+without a scan (:func:`cgprof.io.estimate.activity_rows`); the settings' ``ranks_apart`` can force
 rank by rank (True: a trace of one rank is then still read whole within the cap) or forbid
 it (False: a trace over the cap is then read whole) whatever the size.
 
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cgprof.trace import Trace
+    from cgprof.io.trace import Trace
 
 __all__ = ["Plan", "plan_input", "FOLDER", "WHOLE", "RANK_BY_RANK", "CHUNKS", "RankHead",
            "rank_heads", "file_rank_heads", "apart_heads", "missing_rank", "rank_marker",
@@ -75,7 +75,7 @@ class Plan:
 
 def is_folder_of_traces(path: Path) -> bool:
     """A folder that is not one trace (nsys's parquetdir/arrowdir export is one)."""
-    from cgprof.engine import dir_kind
+    from cgprof.io.sources import dir_kind
 
     return path.is_dir() and dir_kind(path) is None
 
@@ -85,7 +85,7 @@ def plan_input(path: str | Path, chunks: bool = True) -> Plan:
 
     chunks: whether the caller can take a chunked analysis of a one-process trace over the
     memory cap (False: it is read whole, ``over_cap`` still set)."""
-    from cgprof.engine import apart_wanted, over_memory_cap
+    from cgprof.io.estimate import apart_wanted, over_memory_cap
 
     path = Path(path)
     if is_folder_of_traces(path):
@@ -156,7 +156,7 @@ class RankHead:
 def rank_heads(trace: Trace) -> list[RankHead]:
     """Each process with GPU work, its rank id and GPUs, ordered by rank id: what
     :func:`cgprof.ranks.split_ranks` gives, without cutting any sub-trace."""
-    from cgprof.trace import device_ids, gpu_pids
+    from cgprof.io.trace import device_ids, gpu_pids
 
     pids = gpu_pids(trace)
     markers = [rank_marker(trace, p) for p in pids]
@@ -172,10 +172,10 @@ def apart_heads(path: Any) -> list[RankHead] | None:
     """The ranks of the trace at ``path`` when it is to be read rank by rank
     (:func:`cgprof.ranks.analyze_ranks_apart`), else None: it holds more than one process
     with GPU work, and its whole analysis is expected to exceed the memory cap
-    (:func:`cgprof.engine.apart_wanted`)."""
-    from cgprof import engine as E
+    (:func:`cgprof.io.estimate.apart_wanted`)."""
+    from cgprof.io.estimate import apart_wanted
 
-    if not E.apart_wanted(Path(path)):
+    if not apart_wanted(Path(path)):
         return None
     return file_rank_heads(path)
 
@@ -186,7 +186,7 @@ def file_rank_heads(path: Any) -> list[RankHead] | None:
     process with GPU work."""
     heads = _noted_heads(Path(path))
     if heads is None:
-        from cgprof.trace import process_heads
+        from cgprof.io.loader import process_heads
 
         heads = rank_heads(process_heads(path))
     return heads if len(heads) > 1 else None
@@ -199,7 +199,7 @@ RANKS_PART = "ranks"
 def _noted_heads(path: Any) -> list[RankHead] | None:
     """The ranks noted in the cache by an earlier rank-by-rank run of ``path`` (None: none,
     or the cache is off)."""
-    from cgprof import cache as C
+    from cgprof.io import cache as C
 
     if not C.enabled() or not path.is_file():
         return None
@@ -218,7 +218,7 @@ def _noted_heads(path: Any) -> list[RankHead] | None:
 def note_heads(path: Any, heads: Sequence[RankHead]) -> None:
     """Note ``heads`` in the cache (after every rank's entry is written: a later run that
     finds the note reads no SQLite)."""
-    from cgprof import cache as C
+    from cgprof.io import cache as C
 
     if C.enabled() and Path(path).is_file() and _noted_heads(Path(path)) is None:
         C.store_note(Path(path), RANKS_PART, {"heads": [dataclasses.asdict(h) for h in heads]})

@@ -40,6 +40,9 @@ import numpy as np
 import pandas as pd
 
 from cgprof.errors import AnalysisError
+from cgprof.io import cache as C
+from cgprof.io.cache import finish_writes
+from cgprof.io.trace import DERIVED, Trace, device_ids, gpu_pids, used_gpus
 from cgprof.plan import (
     RANK_MARKER_DOMAIN,
     RANK_MARKER_PREFIX,
@@ -52,7 +55,6 @@ from cgprof.plan import (
     rank_marker,
 )
 from cgprof.scratch import prefixed
-from cgprof.trace import DERIVED, Trace, device_ids, gpu_pids, used_gpus
 
 if TYPE_CHECKING:
     from cgprof.metrics.summaries import FileSummaries
@@ -500,9 +502,9 @@ def _part(pid: int) -> str:
 
 def rank_part(path: Any, pid: int, progress: Any = None, spill: Any = None) -> Trace:
     """The trace of the rank of process ``pid`` of the trace at ``path``, its rows read
-    alone (:func:`cgprof.trace.load_part`; its own cache entry; ``spill``: the file's
+    alone (:func:`cgprof.io.loader.load_part`; its own cache entry; ``spill``: the file's
     process tables written apart): what :func:`rank_of` cuts."""
-    from cgprof.trace import load_part
+    from cgprof.io.loader import load_part
 
     return load_part(path, [pid], progress=progress, part=_part(pid), spill=spill)
 
@@ -516,8 +518,7 @@ def _spilled(path: Any, pids: Sequence[int], progress: Any) -> Any:
     cannot be spilled."""
     from pathlib import Path
 
-    from cgprof import cache as C
-    from cgprof.trace import spill_processes
+    from cgprof.io.loader import spill_processes
 
     use = C.enabled()
     todo = [p for p in pids if not (use and C.lookup(Path(path), _part(p)) is not None)]
@@ -554,15 +555,14 @@ def apart_results(path: Any, heads: Sequence[RankHead], step: str | None = None,
                   skip: int = 0, min_gap_us: float = 0.0, shape: Any = None,
                   only: int | None = None, progress: Any = None) -> list[RankResult]:
     """Each rank of ``heads`` (``only``: that rank id alone) analysed from its own rows
-    (:func:`cgprof.trace.load_part`, the pid filter in the scan) and given to ``shape``
+    (:func:`cgprof.io.loader.load_part`, the pid filter in the scan) and given to ``shape``
     (default: :meth:`RankResult.light`) before the next rank's rows are read: the file's
     ranks in pid order, the first carrying the other processes (read last, and only when
     every rank is analysed). Each rank's trace is a cache entry of its own (the whole
     trace's entry is not read), and once all are written the ranks are noted too
     (:func:`apart_heads` reads them): a later run reads no SQLite."""
     from cgprof import schema as S
-    from cgprof.cache import finish_writes
-    from cgprof.trace import load_part
+    from cgprof.io.loader import load_part
 
     shape = shape or (lambda r: r.light())
     path_s = str(path)
@@ -587,8 +587,7 @@ def _rank_results(path: Any, chosen: Sequence[RankHead], spill: Any, shape: Any,
                   step: str | None, skip: int, min_gap_us: float,
                   progress: Any) -> list[RankResult]:
     """:func:`apart_results`' loop: each rank read, analysed and shaped in turn."""
-    from cgprof.cache import finish_writes
-    from cgprof.engine import release_memory
+    from cgprof.io.memory import release_memory
 
     path_s = str(path)
     results = []

@@ -128,10 +128,10 @@ def tid_of(global_tid: int) -> int:
     return global_tid & ID_MASK
 
 
-#: How the loader (:mod:`cgprof.trace`) reads a table column by column: (nsys column, Trace
+#: How the loader (:mod:`cgprof.io.frames`) reads a table column by column: (nsys column, Trace
 #: frame column, "int": NOT NULL in nsys, a NULL is damage | "null": nullable, read as
 #: missing). Here, without pandas, so that the columns can be read ahead before the loader
-#: is imported (:func:`cgprof.cache.prefetch`).
+#: is imported (:func:`cgprof.io.prefetch.prefetch`).
 Spec = list[tuple[str, str, str]]
 
 BASE_SPEC: Spec = [("start", "start_ns", "int"), ("end", "end_ns", "int"),
@@ -162,7 +162,7 @@ NVTX_COLS: list[tuple[str, str, object]] = [
 
 #: The column of each table that says which process a row belongs to (its pid is
 #: ``(value >> PID_SHIFT) & ID_MASK``): what a read of one process's rows filters on
-#: (:class:`cgprof.engine.PidFilter`, a multi-rank trace read rank by rank).
+#: (:class:`cgprof.io.filters.PidFilter`, a multi-rank trace read rank by rank).
 PID_COLUMN: dict[str, str] = {
     KERNEL: "globalPid", RUNTIME: "globalTid", MEMCPY: "globalPid", MEMSET: "globalPid",
     SYNC: "globalPid", GRAPH_TRACE: "globalPid", NVTX: "globalTid", THREAD_NAMES: "globalTid"}
@@ -175,7 +175,7 @@ INFO_COLUMNS: dict[str, list[str]] = {
     THREAD_NAMES: ["globalTid", "nameId"], DIAGNOSTIC: ["timestamp", "severity", "text"]}
 
 #: The nsys columns the loader reads of each table (those present, in this order), read
-#: ahead by :meth:`cgprof.engine.Source.read_ahead_activity`: the two big tables first, then
+#: ahead by :meth:`cgprof.io.sources.Source.read_ahead_activity`: the two big tables first, then
 #: the small ones, each in its own thread, so that the loader's reads take them finished.
 READ_COLUMNS: dict[str, list[str]] = {
     KERNEL: [c for c, _, _ in KERNEL_SPEC],

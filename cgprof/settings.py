@@ -88,7 +88,7 @@ class Settings:
 
     memory_limit: the memory cap (``"4GB"``): a trace whose whole analysis is expected to
         hold more is read rank by rank or a chunk of steps at a time; it caps DuckDB too.
-    cache: read and write the columnar cache of each trace (:mod:`cgprof.cache`).
+    cache: read and write the columnar cache of each trace (:mod:`cgprof.io.cache`).
     cache_dir: the cache folder; None: the platform's user cache folder.
     threads: threads the reading layer (DuckDB, Arrow) may use; None: every core, at most 8.
     reader: ``"auto"`` (a small SQLite export is read ahead in a forked process) or

@@ -66,6 +66,13 @@ def node_tracing_note(gpus: list[dict[str, Any]]) -> str:
             f"compactness and launch to first work carry it ({cost})")
 
 
+def ms_text(ns: float | None) -> str:
+    """A duration for a sentence, three digits: ``3.71 ms``, ``812 us``, ``n/a``."""
+    if ns is None:
+        return "n/a"
+    return f"{ns / 1e6:.3g} ms" if ns >= 1e5 else f"{ns / 1e3:.3g} us"
+
+
 def sidecar_for(trace_path: str | os.PathLike[str]) -> Path:
     """``run.sqlite`` / ``run.nsys-rep`` / ``run`` (a parquetdir) -> ``run.untraced.json``."""
     path = Path(trace_path)

@@ -120,10 +120,12 @@ def child(mode: str, path: str, out: str) -> dict[str, Any]:
             res["work_s"] = time.perf_counter() - t0
             res["rows"] = [len(r) for r in rows]
         elif mode == "duckdb":
-            from cgprof import engine, schema, trace
+            from cgprof import schema
+            from cgprof.io import loader
+            from cgprof.io.threads import threads
 
             t0 = time.perf_counter()
-            src = trace.open_source(Path(path))
+            src = loader.open_source(Path(path))
             tbls = [src.read(schema.KERNEL, ["start", "end", "deviceId", "streamId",
                                              "correlationId", "globalPid", "demangledName"]),
                     src.read(schema.RUNTIME, ["start", "end", "globalTid", "correlationId",
@@ -135,7 +137,7 @@ def child(mode: str, path: str, out: str) -> dict[str, Any]:
             src.close()
             res["work_s"] = time.perf_counter() - t0
             res["rows"] = [t.num_rows for t in tbls]
-            res["threads"] = engine.threads()
+            res["threads"] = threads()
         elif mode in ("cli_first", "cli_cached", "cli_nocache") or mode in NSYS_MODES:
             if mode in NSYS_MODES:
                 nsys = os.environ.get("CGPROF_BENCH_NSYS", "nsys")
@@ -273,7 +275,7 @@ def _fmt(v: float | None, spec: str) -> str:
 def import_time(workdir: Path) -> dict[str, Any]:
     """``python -X importtime`` of what `cgprof analyze` imports before it reads a trace."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    code = "import cgprof.cli, cgprof.trace, cgprof.metrics, cgprof.report.json_report"
+    code = "import cgprof.cli, cgprof.io.loader, cgprof.metrics, cgprof.report.json_report"
     proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code],
                           capture_output=True, text=True, env=env, cwd=workdir)
     total = 0

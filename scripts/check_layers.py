@@ -5,7 +5,11 @@
 
 The data flows one way (record -> read -> plan -> metrics -> diff/ranks/check -> report ->
 commands), and so do the imports: a module may import its own layer's modules and those
-below it, never one above. :data:`LAYERS` lists them from the top down; every module of
+below it, never one above. The one stage out of that order is recording: ``cgprof.record``
+and ``cgprof.nsys`` run nsys, which the reading layer (``cgprof.io``) never does, so they sit
+above it; the reading layer has an ``.nsys-rep`` exported through the callable
+``cgprof.io.report_export``, which ``cgprof/__init__.py`` sets.
+:data:`LAYERS` lists them from the top down; every module of
 ``cgprof/`` must be in one. Imports inside functions count the same as those at the top of a
 file: they hide an upward arrow, they do not remove it (``if TYPE_CHECKING:`` imports, which
 never run, do not count).
@@ -38,8 +42,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("compare", ["cgprof.diff", "cgprof.ranks", "cgprof.check"]),
     ("metrics", ["cgprof.metrics", "cgprof.metrics.*"]),
     ("plan", ["cgprof.plan"]),
-    ("io", ["cgprof.trace", "cgprof.cache", "cgprof.validate", "cgprof.engine",
-            "cgprof.record", "cgprof.nsys", "cgprof.untraced"]),
+    ("record", ["cgprof.record", "cgprof.nsys"]),
+    ("io", ["cgprof.io", "cgprof.io.*", "cgprof.untraced"]),
     ("base", ["cgprof.settings", "cgprof.scratch", "cgprof.schema", "cgprof.mark",
               "cgprof.records", "cgprof.version", "cgprof.bootstrap", "cgprof.bootstrap.*"]),
     ("errors", ["cgprof.errors"]),
@@ -98,7 +102,7 @@ def imports_of(path: Path, modules: set[str], me: str | None = None) -> set[str]
             if node.level:
                 up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*up, base] if base else up)
-            # `from cgprof import cache` imports the module cgprof.cache
+            # `from cgprof.io import cache` imports the module cgprof.io.cache
             names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
                      for a in node.names]
         for name in names:

@@ -31,7 +31,9 @@ def _watch_engine() -> None:
     of DuckDB's connection set-up, from whichever thread runs them."""
     import threading
 
-    from cgprof import engine
+    from cgprof.io import duck
+    from cgprof.io.dirsource import DirSource
+    from cgprof.io.sqlite import SqliteSource
 
     def wrap(owner: object, name: str, label) -> None:
         import inspect
@@ -49,9 +51,9 @@ def _watch_engine() -> None:
 
         setattr(owner, name, staticmethod(watched) if static else watched)
 
-    wrap(engine, "_duckdb_sqlite", lambda a: "DuckDB connection + ATTACH")
-    wrap(engine.SqliteSource, "_scan", lambda a: f"SQLite scan {a[1]}")
-    wrap(engine.DirSource, "_read", lambda a: f"file read {a[1]}")
+    wrap(duck, "_duckdb_sqlite", lambda a: "DuckDB connection + ATTACH")
+    wrap(SqliteSource, "_scan", lambda a: f"SQLite scan {a[1]}")
+    wrap(DirSource, "_read", lambda a: f"file read {a[1]}")
 
 
 def main() -> None:

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import cgprof
+from cgprof.io.trace import column
 from cgprof.report import figures as F
-from cgprof.trace import column
 
 D = importlib.import_module("cgprof.diff")
 TRACES = Path(__file__).resolve().parents[1] / "traces"

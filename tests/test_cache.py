@@ -18,10 +18,19 @@ from click.testing import CliRunner
 from conftest import REPO
 
 import cgprof
-from cgprof import cache, engine, settings
 from cgprof import schema as S_
-from cgprof import trace as T
+from cgprof import settings
 from cgprof.cli import main
+from cgprof.io import cache, framestore
+from cgprof.io import early as E
+from cgprof.io import frames as F
+from cgprof.io import loader as T
+from cgprof.io.duck import SORTED_SCAN_THREADS
+from cgprof.io.prefetch import prefetch
+from cgprof.io.sources import Source, is_trace_dir
+from cgprof.io.sqlite import SqliteSource
+from cgprof.io.threads import threads
+from cgprof.io.trace import Trace
 from cgprof.report import json_report
 
 TRACES = REPO / "traces"
@@ -43,7 +52,7 @@ def _md5(path: Path) -> str:
     return hashlib.md5(path.read_bytes()).hexdigest()
 
 
-def _same_trace(a: T.Trace, b: T.Trace) -> None:
+def _same_trace(a: Trace, b: Trace) -> None:
     for name in TABLES:
         pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name))
     assert (a.meta.nsys_version, a.meta.schema_version, a.meta.graph_trace_mode,
@@ -199,7 +208,7 @@ def test_a_run_above_the_memory_limit_says_so_on_stderr(cache_dir, tmp_path):
 def test_bad_thread_count_is_one_line(value, monkeypatch):
     monkeypatch.setenv("CGPROF_THREADS", value)
     with pytest.raises(cgprof.errors.TraceError, match="CGPROF_THREADS"):
-        engine.threads()
+        threads()
 
 
 @pytest.mark.parametrize("name", ["resnet18_train_eager.sqlite", "mlp_train_graph.sqlite",
@@ -209,9 +218,9 @@ def test_the_thread_count_gives_the_same_figures(name, cache_dir, monkeypatch):
     thread): the same tables, each column one chunk, and the same analysis."""
     path = TRACES / name
     docs, tables = [], []
-    for n in ("1", str(engine.SORTED_SCAN_THREADS)):
+    for n in ("1", str(SORTED_SCAN_THREADS)):
         monkeypatch.setenv("CGPROF_THREADS", n)
-        assert engine.threads() == int(n)
+        assert threads() == int(n)
         src = T.open_source(path)
         try:
             tbl = src.read(S_.KERNEL, ["start", "end", "correlationId", "graphNodeId"])
@@ -273,7 +282,7 @@ def test_nsys_columnar_export_equals_its_sqlite(kind, cache_dir):
     dirs = sorted(COLUMNAR.glob(f"*.{kind}"))
     assert dirs
     for d in dirs:
-        assert engine.is_trace_dir(d)
+        assert is_trace_dir(d)
         sqlite = COLUMNAR / f"{d.stem}.sqlite"
         a, b = T.load(d), T.load(sqlite, cache=False)
         _same_trace(a, b)
@@ -290,14 +299,13 @@ def test_nsys_columnar_export_equals_its_sqlite(kind, cache_dir):
 def test_trace_dir_detection(tmp_path):
     plain = tmp_path / "runs"
     plain.mkdir()
-    assert not engine.is_trace_dir(plain)
-    assert T.is_trace_dir is engine.is_trace_dir  # the name the multi-file code imports
-    assert T.is_trace_dir(COLUMNAR / "mlp_infer_eager.parquetdir")
-    assert not engine.is_trace_dir(TRACES / "mlp_infer_eager.sqlite")
+    assert not is_trace_dir(plain)
+    assert is_trace_dir(COLUMNAR / "mlp_infer_eager.parquetdir")
+    assert not is_trace_dir(TRACES / "mlp_infer_eager.sqlite")
     # A folder that holds nsys's tables is one trace whatever its name.
     renamed = tmp_path / "export"
     shutil.copytree(COLUMNAR / "mlp_infer_graph.parquetdir", renamed)
-    assert engine.is_trace_dir(renamed)
+    assert is_trace_dir(renamed)
     assert len(T.load(renamed).kernels) == len(T.load(COLUMNAR / "mlp_infer_graph.sqlite",
                                                        cache=False).kernels)
     empty = tmp_path / "x.parquetdir"
@@ -471,7 +479,7 @@ def test_a_report_of_the_same_version_gives_no_version_advice(tmp_path):
 
 
 def test_analyze_import_stays_light():
-    code = ("import sys, cgprof.cli, cgprof.trace, cgprof.metrics; "
+    code = ("import sys, cgprof.cli, cgprof.io.loader, cgprof.metrics; "
             "print(sorted(m for m in ('torch', 'duckdb') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -552,19 +560,20 @@ def test_frames_are_stored_exactly():
         "style": pd.Series(["", "range", ""], dtype="str"),
         "nan": pd.Series(["x", float("nan"), "y"], dtype=object),
     })
-    back = cache.arrow_to_frame(*cache.frame_to_arrow(df))
+    back = framestore.arrow_to_frame(*framestore.frame_to_arrow(df))
     pd.testing.assert_frame_equal(back, df)
     assert list(back.dtypes) == list(df.dtypes)
     assert back["name"].cat.categories.equals(df["name"].cat.categories)
     assert back["text"][1] is None
     empty = df.iloc[:0].assign(name=pd.Series([], dtype=object)).reset_index(drop=True)
-    pd.testing.assert_frame_equal(cache.arrow_to_frame(*cache.frame_to_arrow(empty)), empty)
+    pd.testing.assert_frame_equal(
+        framestore.arrow_to_frame(*framestore.frame_to_arrow(empty)), empty)
     assert isinstance(back["nan"][1], float)
     for bad in (df.assign(text=[1.5, None, "x"]), df.iloc[1:],
                 df.assign(text=pd.Series([None, float("nan"), "x"], dtype=object)),
                 df.assign(style=pd.Series(["a", None, "b"], dtype="str"))):
-        with pytest.raises(cache.FrameLayoutError):
-            cache.frame_to_arrow(bad)
+        with pytest.raises(framestore.FrameLayoutError):
+            framestore.frame_to_arrow(bad)
 
 
 def test_rebuilt_columns_are_left_out_only_when_they_come_out_the_same(tmp_path):
@@ -586,7 +595,7 @@ def test_rebuilt_columns_are_left_out_only_when_they_come_out_the_same(tmp_path)
                                         "dur_ns": "int64", "odd": "int64"}
     src = cache.CachedSource(tmp_path, {}, tmp_path / "t.sqlite", pending.frames)
     pd.testing.assert_frame_equal(src.frame("T", rebuild), df)
-    with pytest.raises(cache.FrameLayoutError):
+    with pytest.raises(framestore.FrameLayoutError):
         src.frame("T")  # a column to rebuild and nothing to rebuild it with
 
 
@@ -682,7 +691,7 @@ def test_cli_analyze_leaves_a_committed_entry_when_it_returns(cache_dir, tmp_pat
 
 def test_a_table_read_ahead_is_the_table_read_when_asked():
     path = TRACES / "mlp_train_eager.sqlite"
-    cols = T._present(T.open_source(path), "CUPTI_ACTIVITY_KIND_RUNTIME", T._RUNTIME)
+    cols = F._present(T.open_source(path), "CUPTI_ACTIVITY_KIND_RUNTIME", F._RUNTIME)
     plain_src = T.open_source(path)
     try:
         plain = plain_src.read("CUPTI_ACTIVITY_KIND_RUNTIME", cols)
@@ -709,7 +718,7 @@ def test_the_loader_takes_every_table_read_ahead(name, monkeypatch):
 
     asked: list[tuple[str, list[str]]] = []
     plain: list[str] = []
-    real_read, real_plain = engine.Source.read, engine.SqliteSource._read
+    real_read, real_plain = Source.read, SqliteSource._read
 
     def read(self, table, columns):
         asked.append((table, list(columns)))
@@ -719,16 +728,16 @@ def test_the_loader_takes_every_table_read_ahead(name, monkeypatch):
         plain.append(table)
         return real_plain(self, table, columns)
 
-    monkeypatch.setattr(engine.Source, "read", read)
-    monkeypatch.setattr(engine.SqliteSource, "_read", plain_read)
+    monkeypatch.setattr(Source, "read", read)
+    monkeypatch.setattr(SqliteSource, "_read", plain_read)
     left: list[str] = []
-    real_close = engine.SqliteSource.close
+    real_close = SqliteSource.close
 
     def close(self):
         left.extend(self._ahead)
         real_close(self)
 
-    monkeypatch.setattr(engine.SqliteSource, "close", close)
+    monkeypatch.setattr(SqliteSource, "close", close)
     T.load(TRACES / name, cache=False)
     ahead = [t for t, _ in asked if t in S.READ_COLUMNS]
     assert ahead and len(ahead) == len(set(ahead))
@@ -746,9 +755,9 @@ def test_a_prefetched_trace_loads_the_same_and_is_taken_once(cached, cache_dir, 
     if cached:
         T.load(src)  # writes the entry
         _no_sqlite(monkeypatch)
-    cache.prefetch(src)
-    early = engine._early[str(src.resolve())]
-    assert isinstance(early, cache.CachedSource if cached else engine.SqliteSource)
+    prefetch(src)
+    early = E._early[str(src.resolve())]
+    assert isinstance(early, cache.CachedSource if cached else SqliteSource)
     from cgprof import schema as S
 
     if cached:  # every file of the entry the load reads: the stored frames first
@@ -765,7 +774,7 @@ def test_a_prefetched_trace_loads_the_same_and_is_taken_once(cached, cache_dir, 
     monkeypatch.setattr(early, "_read", lambda *a: here.append(
         a[0] if threading.current_thread() is threading.main_thread() else None) or real(*a))
     got = T.load(src)
-    assert not engine._early and not early._ahead  # taken by the load, reads consumed
+    assert not E._early and not early._ahead  # taken by the load, reads consumed
     if cached:
         assert [f for f in here if f] == []
     _same_trace(plain, got)
@@ -777,32 +786,32 @@ def test_prefetch_of_bad_input_is_silent_and_the_load_says_what_is_wrong(content
     path = tmp_path / "bad.sqlite"
     if content is not None:
         path.write_bytes(content)
-    cache.prefetch(path)
-    assert not engine._early
+    prefetch(path)
+    assert not E._early
     res = CliRunner().invoke(main, ["analyze", str(path)])
     assert res.exit_code == 1 and res.output.count("\n") == 1
     assert res.output.startswith(f"Error: {path}: ")
 
 
 def test_a_prefetched_source_no_load_took_is_closed(cache_dir):
-    cache.prefetch(TRACES / "mlp_infer_eager.sqlite")
-    (early,) = engine._early.values()
+    prefetch(TRACES / "mlp_infer_eager.sqlite")
+    (early,) = E._early.values()
     reads = [r for _, r in early._ahead.values()]
-    engine.drop_early()
-    assert not engine._early and not early._ahead
+    E.drop_early()
+    assert not E._early and not early._ahead
     assert reads and not any(r.alive() for r in reads)
 
 
 def test_cli_analyze_prefetches_its_trace(cache_dir, tmp_path, monkeypatch):
     taken = []
-    real = engine.take_early
+    real = E.take_early
 
     def spy(path, kind=None):
         src = real(path, kind)
         taken.append(src)
         return src
 
-    monkeypatch.setattr(engine, "take_early", spy)
+    monkeypatch.setattr(E, "take_early", spy)
     path = TRACES / "mlp_infer_graph.sqlite"
     want = json_report.render([cgprof.analyze(T.load(path, cache=False))])
     for _ in range(2):  # SQLite, then the cache entry
@@ -813,4 +822,4 @@ def test_cli_analyze_prefetches_its_trace(cache_dir, tmp_path, monkeypatch):
         assert res.exit_code == 0, res.output
         assert [s for s in taken if s is not None]
         assert json.loads(out.read_text()) == json.loads(want)
-    assert not engine._early
+    assert not E._early

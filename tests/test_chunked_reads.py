@@ -1,4 +1,4 @@
-"""The rows a chunked analysis reads (cgprof.trace.load_rows, cgprof.engine.TableSpill): an
+"""The rows a chunked analysis reads (cgprof.io.loader.load_rows, cgprof.io.spill.TableSpill): an
 SQLite export spilled once to Parquet and read back a row group at a time gives the rows a
 filtered scan of the file gives, in the same order and with the same dtypes and NULLs; a
 read of some columns only (RowRange(columns=...)) gives those columns as the whole read
@@ -20,10 +20,12 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import cgprof_in_process
 
-from cgprof import cache as C
-from cgprof import engine as E
 from cgprof import schema as S
-from cgprof import trace as T
+from cgprof.io import arrow as A
+from cgprof.io import cache as C
+from cgprof.io import loader as T
+from cgprof.io.filters import RowRange
+from cgprof.io.trace import DERIVED, Trace
 from cgprof.metrics.summaries import kernel_summary
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,18 +44,18 @@ def _no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CGPROF_NO_CACHE", "1")
 
 
-def _frames(trace: T.Trace) -> dict[str, pd.DataFrame]:
-    return {name: (trace.stored(name) if name in T.DERIVED else getattr(trace, name))
+def _frames(trace: Trace) -> dict[str, pd.DataFrame]:
+    return {name: (trace.stored(name) if name in DERIVED else getattr(trace, name))
             for name in FRAMES}
 
 
-def _same(got: T.Trace, want: T.Trace) -> None:
+def _same(got: Trace, want: Trace) -> None:
     a, b = _frames(got), _frames(want)
     for name in FRAMES:
         pd.testing.assert_frame_equal(a[name], b[name], check_exact=True, obj=name)
 
 
-def _ranges(path: Path) -> list[E.RowRange]:
+def _ranges(path: Path) -> list[RowRange]:
     """Whole tables, API calls by start, GPU rows by correlation id and by start, some
     tables only, and an empty range."""
     whole = T.load(path, cache=False)
@@ -62,18 +64,18 @@ def _ranges(path: Path) -> list[E.RowRange]:
     corr = calls["corr_id"].to_numpy()
     lo, mid, hi = (int(np.quantile(start, q)) for q in (0.2, 0.5, 0.9))
     c_lo, c_hi = int(np.quantile(corr, 0.3)), int(np.quantile(corr, 0.6))
-    return [E.RowRange(), E.RowRange(tables=E.RowRange.ACTIVITY),
-            E.RowRange(start=(lo, mid), corr=(c_lo, c_hi)),
-            E.RowRange(start=(mid, hi + 1)), E.RowRange(gpu_start=(lo, hi)),
-            E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE]),
-            E.RowRange(start=(hi, lo))]
+    return [RowRange(), RowRange(tables=RowRange.ACTIVITY),
+            RowRange(start=(lo, mid), corr=(c_lo, c_hi)),
+            RowRange(start=(mid, hi + 1)), RowRange(gpu_start=(lo, hi)),
+            RowRange(tables=[S.KERNEL, S.GRAPH_TRACE]),
+            RowRange(start=(hi, lo))]
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_spilled_rows_are_the_filtered_scans_rows(path: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     # small row groups: the API calls of these traces are read from several
-    monkeypatch.setattr(E, "SPILL_ROW_GROUP", 1000)
+    monkeypatch.setattr(A, "SPILL_ROW_GROUP", 1000)
     spill = T.spill_tables(path, tmp_path / "spill")
     assert spill is not None
     groups = pq.ParquetFile(tmp_path / "spill" / f"{S.RUNTIME}.parquet")
@@ -83,7 +85,7 @@ def test_spilled_rows_are_the_filtered_scans_rows(path: Path, tmp_path: Path,
 
 
 def test_pieces_gathered_keep_their_values_nulls_and_types() -> None:
-    """cgprof.engine._gather: pieces (tables, record batches, several chunks) of integer
+    """cgprof.io.arrow._gather: pieces (tables, record batches, several chunks) of integer
     columns with and without NULLs, of narrow integers and of text, as one array each."""
     schema = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("code", pa.int8()),
                         ("text", pa.string()), ("flag", pa.bool_())])
@@ -99,14 +101,14 @@ def test_pieces_gathered_keep_their_values_nulls_and_types() -> None:
     tables = [pa.table(r, schema=schema) for r in rows]
     pieces = [tables[0], tables[1].to_batches()[0] if tables[1].num_rows else tables[1],
               tables[2], pa.concat_tables([tables[3].slice(0, 1), tables[3].slice(1)])]
-    got = E._gather(iter(pieces), schema, 20)
+    got = A._gather(iter(pieces), schema, 20)
     want = pa.concat_tables(tables).combine_chunks()
     assert got.schema == schema and got.equals(want)
     for c in got.column_names:
         assert got.column(c).num_chunks == 1
     plain = got.column("b").chunk(0)  # no NULL: a numpy view of the one buffer, no mask
     assert plain.null_count == 0 and plain.to_numpy().base is not None
-    empty = E._gather(iter([]), schema, 0)
+    empty = A._gather(iter([]), schema, 0)
     assert empty.num_rows == 0 and empty.schema == schema
 
 
@@ -118,7 +120,7 @@ def test_a_read_of_some_columns_gives_them_as_the_whole_read(
 
     spill = T.spill_tables(path, tmp_path / "spill") if spilled else None
     whole = T.load(path, cache=False)
-    part = T.load_rows(path, E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE],
+    part = T.load_rows(path, RowRange(tables=[S.KERNEL, S.GRAPH_TRACE],
                                         columns={S.KERNEL: _SUMMARY}), spill=spill)
     got, want = part.stored("kernels"), whole.stored("kernels")
     kept = ["start_ns", "end_ns", "corr_id", "name", "short_name", "graph_node_id"]
@@ -143,13 +145,13 @@ def test_duckdb_spills_into_its_own_temporary_folder(tmp_path: Path) -> None:
 import os, sys, tempfile
 from pathlib import Path
 os.environ["CGPROF_MEMORY_LIMIT"] = "64MB"
-from cgprof import engine as E
-src = E.open_sqlite_early(Path(sys.argv[1]))
+from cgprof.io.sqlite import open_sqlite_early
+src = open_sqlite_early(Path(sys.argv[1]))
 con = src._duckdb()
 assert con is not None
 temp = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
 assert Path(temp) == src.duck_temp and Path(temp).parent == Path(tempfile.gettempdir()), temp
-other = E.open_sqlite_early(Path(sys.argv[1]))
+other = open_sqlite_early(Path(sys.argv[1]))
 other._duckdb()
 assert other.duck_temp != src.duck_temp  # each connection its own: one closing spares others
 con.execute("SET memory_limit = '100MB'")  # a sort of ~0.3 GB: it must spill

@@ -21,7 +21,7 @@ from nsysdb import write_changed_copy
 
 import cgprof.check as C
 from cgprof import metrics
-from cgprof import trace as T
+from cgprof.io import loader as T
 from cgprof.metrics.completeness import completeness, graph_check_mode
 from cgprof.metrics.launches import api_calls
 from cgprof.metrics.verdict import verdict

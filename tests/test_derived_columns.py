@@ -1,4 +1,4 @@
-"""The columns a loaded trace derives on demand (``cgprof.trace.DERIVED``: the kernels' and
+"""The columns a loaded trace derives on demand (``cgprof.io.trace.DERIVED``: the kernels' and
 API calls' ``dur_ns``, the API calls' ``tid``): what a user reads is what the load always
 returned, and an analysis never makes them again."""
 
@@ -12,9 +12,10 @@ import pandas as pd
 import pandas.testing as pdt
 import pytest
 
-from cgprof import cache as C
 from cgprof import schema as S
-from cgprof import trace as T
+from cgprof.io import cache as C
+from cgprof.io import loader as L
+from cgprof.io import trace as T
 from cgprof.metrics import analyze
 from cgprof.metrics.launches import api_calls
 
@@ -33,9 +34,9 @@ def _shed(trace: T.Trace) -> dict:
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
 def test_loaded_frames_are_whole_and_derived_columns_exact(path, tmp_path, monkeypatch):
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path))
-    first = T.load(path)  # from SQLite, the cache entry written
+    first = L.load(path)  # from SQLite, the cache entry written
     C.finish_writes()
-    cached = T.load(path)  # from the cache
+    cached = L.load(path)  # from the cache
     for trace in (first, cached):
         assert set(_shed(trace)) == {"kernels", "runtime"}
         assert "dur_ns" not in trace.stored("kernels").columns
@@ -50,7 +51,7 @@ def test_loaded_frames_are_whole_and_derived_columns_exact(path, tmp_path, monke
     pdt.assert_frame_equal(first.kernels, cached.kernels, check_exact=True)
     pdt.assert_frame_equal(first.runtime, cached.runtime, check_exact=True)
     # the load without the cache builds the same frames
-    plain = T.load(path, cache=False)
+    plain = L.load(path, cache=False)
     pdt.assert_frame_equal(plain.runtime, first.runtime, check_exact=True)
     pdt.assert_frame_equal(plain.kernels, first.kernels, check_exact=True)
 
@@ -60,13 +61,13 @@ def test_loaded_frames_are_whole_and_derived_columns_exact(path, tmp_path, monke
 def test_analysis_does_not_make_the_derived_columns(name, monkeypatch):
     monkeypatch.setenv("CGPROF_NO_CACHE", "1")
     path = ROOT / "traces" / f"{name}.sqlite"
-    trace = T.load(path)
+    trace = L.load(path)
     if not len(trace.stored("kernels")):
         pytest.skip("no kernels")
     lean = analyze(trace)
     assert set(_shed(trace)) == {"kernels", "runtime"}  # nothing read trace.kernels/.runtime
     assert lean.trace is trace
-    other = T.load(path)
+    other = L.load(path)
     full = T.Trace(**{f: getattr(other, f) for f in T.Trace.__dataclass_fields__})
     assert not _shed(full) and "dur_ns" in full.stored("kernels").columns
     whole = analyze(full)  # the frames as every load made them before
@@ -78,7 +79,7 @@ def test_analysis_does_not_make_the_derived_columns(name, monkeypatch):
 
 
 def test_pickle_and_assignment_keep_the_frames():
-    trace = T.load(ROOT / "traces" / "mlp_train_eager.sqlite", cache=False)
+    trace = L.load(ROOT / "traces" / "mlp_train_eager.sqlite", cache=False)
     back = pickle.loads(pickle.dumps(trace))
     assert set(_shed(back)) == {"kernels", "runtime"}
     pdt.assert_frame_equal(back.kernels, trace.kernels, check_exact=True)
@@ -87,7 +88,7 @@ def test_pickle_and_assignment_keep_the_frames():
     trace.runtime = small
     assert trace.runtime is small and list(trace.runtime.columns) == ["start_ns", "end_ns"]
     # restore() keeps the frame shed: the columns come back on the next read
-    other = T.load(ROOT / "traces" / "mlp_train_eager.sqlite", cache=False)
+    other = L.load(ROOT / "traces" / "mlp_train_eager.sqlite", cache=False)
     stored = other.stored("kernels")
     other.restore("kernels", stored.copy())
     assert list(other.kernels.columns) == KERNEL_COLUMNS
@@ -110,7 +111,7 @@ def test_column_derives_at_the_rows_asked():
 
 
 def test_api_calls_whole_or_without_derived_columns():
-    trace = T.load(ROOT / "traces" / "mlp_train_graph.sqlite", cache=False)
+    trace = L.load(ROOT / "traces" / "mlp_train_graph.sqlite", cache=False)
     lean = api_calls(trace, derived=False)
     assert not {"tid", "dur_ns"} & set(lean.columns)
     assert set(_shed(trace)) == {"kernels", "runtime"}
@@ -128,9 +129,9 @@ def test_api_calls_whole_or_without_derived_columns():
 def test_compacted_columns_read_back_and_analyse_the_same(name, monkeypatch):
     monkeypatch.setenv("CGPROF_NO_CACHE", "1")
     path = ROOT / "traces" / f"{name}.sqlite"
-    plain = T.load(path)
+    plain = L.load(path)
     monkeypatch.setattr(T, "COMPACT_MIN_ROWS", 0)
-    small = T.load(path)
+    small = L.load(path)
     held = {(f, c) for f, cols in T.COMPACT.items() for c in cols
             if isinstance(small.stored(f)[c].dtype, pd.CategoricalDtype)}
     assert {("runtime", "event_class"), ("runtime", "global_tid")} <= held
@@ -177,10 +178,10 @@ def test_cache_stores_the_frames_as_held(name, tmp_path, monkeypatch):
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path))
     monkeypatch.setattr(T, "COMPACT_MIN_ROWS", 0)
     path = ROOT / "traces" / f"{name}.sqlite"
-    first = T.load(path)
+    first = L.load(path)
     C.finish_writes()
     (entry,) = [e for e in tmp_path.iterdir() if not e.name.startswith(".tmp")]
-    cached = T.load(path)
+    cached = L.load(path)
     assert C.lookup(path) is not None and entry.exists()
     for f in ("kernels", "runtime"):
         a, b = first.stored(f), cached.stored(f)
@@ -188,7 +189,7 @@ def test_cache_stores_the_frames_as_held(name, tmp_path, monkeypatch):
         pdt.assert_frame_equal(a, b, check_exact=True)
         assert cached.__dict__["_compact"].get(f) == first.__dict__["_compact"].get(f)
     assert cached.__dict__["_compact"]["runtime"] >= {"event_class", "global_tid"}
-    plain = T.load(path, cache=False)
+    plain = L.load(path, cache=False)
     monkeypatch.setattr(T, "COMPACT_MIN_ROWS", 10**12)
     for f in ("kernels", "runtime"):
         pdt.assert_frame_equal(getattr(cached, f), getattr(plain, f), check_exact=True)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cgprof import trace as T
+from cgprof.io import frames as T
 from cgprof.metrics.intervals import is_sorted, sort_stable
 
 

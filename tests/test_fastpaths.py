@@ -211,7 +211,7 @@ def test_gap_table_fast_assembly_equals_concat_and_sort(traces_dir, monkeypatch,
 
 
 def test_trace_sort_by_lexsort_equals_sort_values():
-    from cgprof import trace as T
+    from cgprof.io import frames as T
 
     def frame() -> pd.DataFrame:
         return pd.DataFrame({

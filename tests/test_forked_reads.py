@@ -1,4 +1,4 @@
-"""A small SQLite export is read ahead by a forked process (engine.ForkedReads): the same
+"""A small SQLite export is read ahead by a forked process (cgprof.io.forked): the same
 Arrow tables, the same analysis, the same errors as the reads in threads, and nothing left
 behind. The fork happens only in a process of one thread (the CLI at its start), so each
 check runs in a process of its own, as the CLI does."""
@@ -16,7 +16,8 @@ import threading
 import pytest
 from conftest import REPO
 
-from cgprof import engine as E
+from cgprof.io.forked import fork_reads_ok
+from cgprof.io.sqlite import open_sqlite_early
 
 TRACES = REPO / "traces"
 NAMES = ["mlp_train_eager", "mlp_train_graph", "mlp_train_graph_graphtrace",
@@ -37,15 +38,15 @@ def _env(**extra: str) -> dict[str, str]:
 _SAME_TABLES = r"""
 import json, sys
 from pathlib import Path
-from cgprof import engine as E
+from cgprof.io.sqlite import open_sqlite_early
 from cgprof.settings import Settings, using
 path = Path(sys.argv[1])
-forked = E.open_sqlite_early(path)
+forked = open_sqlite_early(path)
 forked.read_ahead_early()  # first: a process of one thread
 assert forked._forked is not None, "not forked"
 jobs = {t: cols for t, (cols, _) in forked._ahead.items()}
 with using(Settings.from_env().replace(reader="thread")):
-    plain = E.open_sqlite_early(path)
+    plain = open_sqlite_early(path)
     same = {}
     for table, cols in jobs.items():
         a, b = forked.read(table, cols), plain.read(table, cols)
@@ -105,8 +106,8 @@ def test_a_reader_not_waited_for_is_stopped_and_leaves_nothing():
     code = r"""
 import os, sys
 from pathlib import Path
-from cgprof import engine as E
-src = E.open_sqlite_early(Path(sys.argv[1]))
+from cgprof.io.sqlite import open_sqlite_early
+src = open_sqlite_early(Path(sys.argv[1]))
 src.read_ahead_early()
 reads = src._forked
 src.close()  # before any table is taken: the child is stopped, not waited for
@@ -156,19 +157,20 @@ def test_when_it_forks():
     code = r"""
 import sys
 from pathlib import Path
-from cgprof import engine as E
+from cgprof.io import forked
+from cgprof.io.sqlite import open_sqlite_early
 from cgprof.settings import Settings, using
 path = Path(sys.argv[1])
 def ok():
-    src = E.open_sqlite_early(path)
+    src = open_sqlite_early(path)
     try:
-        return E.fork_reads_ok(src)
+        return forked.fork_reads_ok(src)
     finally:
         src.close()
 print(ok())
 with using(Settings.from_env().replace(reader="thread")): print(ok())
 with using(Settings.from_env().replace(engine="sqlite3")): print(ok())
-E.FORK_READ_MAX_BYTES = 1000; print(ok())
+forked.FORK_READ_MAX_BYTES = 1000; print(ok())
 """
     res = subprocess.run([sys.executable, "-c", code, str(TRACES / "mlp_train_eager.sqlite")],
                          capture_output=True, text=True, env=_env(), timeout=240)
@@ -181,9 +183,9 @@ def test_a_process_with_threads_does_not_fork():
     t = threading.Thread(target=stop.wait)
     t.start()
     try:
-        src = E.open_sqlite_early(TRACES / "mlp_train_eager.sqlite")
+        src = open_sqlite_early(TRACES / "mlp_train_eager.sqlite")
         assert src is not None
-        assert not E.fork_reads_ok(src)
+        assert not fork_reads_ok(src)
         src.read_ahead_early()
         assert src._forked is None and src._ahead  # read ahead in threads instead
         src.close()
@@ -200,7 +202,7 @@ def _sha(path) -> str:
 
 def _blank_the_middle(path) -> None:
     """Zero the export's pages between its first and last 64 KiB, keeping its size and mtime:
-    its cache key (cgprof.cache.key) stays, and a read of its tables would fail."""
+    its cache key (cgprof.io.cache.key) stays, and a read of its tables would fail."""
     st = path.stat()
     with open(path, "r+b") as fh:
         fh.seek(1 << 16)
@@ -235,7 +237,7 @@ def test_a_first_run_keeps_the_forked_readers_files_as_the_cache_entry(tmp_path,
     assert len(entries) == 1 and not entries[0].name.startswith(".tmp-")
     manifest = json.loads((entries[0] / "manifest.json").read_text())
     assert manifest["suffix"] == ".arrow" and manifest["frames"] == {}
-    src = E.open_sqlite_early(trace)
+    src = open_sqlite_early(trace)
     try:
         wanted = {f"{table}.arrow" for table, _ in src.load_reads(info=True)}
     finally:
@@ -270,10 +272,12 @@ def test_a_reader_writing_an_entry_that_no_load_takes_leaves_nothing(tmp_path):
     code = r"""
 import sys
 from pathlib import Path
-from cgprof import cache as C, engine as E
+from cgprof.io import cache as C
+from cgprof.io.early import take_early
+from cgprof.io.prefetch import prefetch
 path = Path(sys.argv[1])
-C.prefetch(path)
-src = E.take_early(path)
+prefetch(path)
+src = take_early(path)
 assert src._forked is not None and src._forked.into is not None, "no entry being written"
 folder = src._forked.folder
 src.close()

@@ -94,7 +94,7 @@ def test_cli_keeps_one_trace_at_a_time(traces_dir: Path, monkeypatch):
     import gc
     import weakref
 
-    import cgprof.trace as T
+    import cgprof.io.loader as T
 
     real, seen, alive = T.load, [], []
 

@@ -109,10 +109,11 @@ def test_thread_names_fast_path_is_the_pandas_frame():
     from pathlib import Path
 
     from cgprof import schema as S
-    from cgprof import trace as T
+    from cgprof.io import frames as T
+    from cgprof.io import loader as L
 
     path = Path(__file__).resolve().parents[1] / "traces" / "mlp_train_eager.sqlite"
-    src = T.open_source(path)
+    src = L.open_source(path)
     try:
         strings = T._load_strings(src)
         rows = [r for r in T._rows(src, S.THREAD_NAMES, ["globalTid", "nameId"])
@@ -140,8 +141,8 @@ def test_summaries_beside_the_metrics_equal_those_after_them(monkeypatch):
     """The per-name summaries computed in a thread beside the other metrics (traces up to
     ASIDE_MAX_ROWS rows) give the same JSON as computed after them, on every shipped trace."""
     import cgprof.metrics as M
+    from cgprof.io.loader import load
     from cgprof.report import json_report
-    from cgprof.trace import load
 
     for path in _all_traces():
         trace = load(path, cache=False)
@@ -160,7 +161,7 @@ def test_an_error_in_a_metrics_thread_reaches_the_caller(stage, monkeypatch):
     """The summaries' and the gaps' threads (traces up to ASIDE_MAX_ROWS rows) hand their
     exceptions to analyze's caller."""
     import cgprof.metrics as M
-    from cgprof.trace import load
+    from cgprof.io.loader import load
 
     def broken(*args, **kwargs):
         raise ValueError(f"{stage} broke")

@@ -14,8 +14,7 @@ def _checker():
 
 
 #: Modules still over the size limit, each to be split by subject: none may join them.
-OVERSIZED = {"cgprof.cache", "cgprof.check", "cgprof.diff", "cgprof.engine",
-             "cgprof.runners.graphs", "cgprof.trace"}
+OVERSIZED = {"cgprof.check", "cgprof.diff", "cgprof.runners.graphs"}
 
 
 def test_every_module_is_in_a_layer_and_imports_only_below_it():
@@ -25,7 +24,7 @@ def test_every_module_is_in_a_layer_and_imports_only_below_it():
     oversized = {line.split(":")[0] for kind, line in found if kind == "size"}
     assert oversized <= OVERSIZED
     edges, _ = L.graph()
-    assert len(L.longest_chain(edges)) <= 16  # (the goal, MAX_CHAIN, is 14)
+    assert len(L.longest_chain(edges)) <= L.MAX_CHAIN
 
 
 def test_an_upward_import_inside_a_function_is_found(tmp_path):

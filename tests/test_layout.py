@@ -12,7 +12,9 @@ PKG = Path(__file__).resolve().parents[1] / "cgprof"
 #: Which cgprof sub-packages a layer may not import (directly or lazily, inside a function).
 FORBIDDEN = {
     "trace.py": ("cgprof.metrics", "cgprof.diff", "cgprof.report"),
-    "validate.py": ("cgprof.metrics", "cgprof.diff", "cgprof.report"),
+    "io": ("cgprof.metrics", "cgprof.diff", "cgprof.report", "cgprof.plan", "cgprof.ranks",
+           "cgprof.check", "cgprof.parallel", "cgprof.runners", "cgprof.commands", "cgprof.cli",
+           "cgprof.record", "cgprof.nsys"),
     "metrics": ("cgprof.diff", "cgprof.report"),
 }
 

@@ -239,7 +239,7 @@ def test_step_lookup_kept_from_compute_steps_equals_the_joins(traces_dir):
 def test_names_from_one_index_lookup_equal_a_get_per_id():
     import pandas as pd
 
-    from cgprof import trace as T
+    from cgprof.io import frames as T
 
     def by_get(ids, strings, index):  # _names as it was: strings.get per distinct id
         codes, uniq = pd.factorize(ids, sort=False)

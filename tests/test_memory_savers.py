@@ -10,7 +10,10 @@ import pandas.testing as pdt
 import pytest
 
 import cgprof
-from cgprof import trace as T
+from cgprof.io import frames as F
+from cgprof.io import framestore
+from cgprof.io import loader as L
+from cgprof.io import trace as T
 from cgprof.metrics import analyze, gap_chunked, gap_measure
 from cgprof.metrics import coverage as CV
 from cgprof.metrics.gpu import gpu_ops
@@ -283,7 +286,7 @@ def test_launch_api_tie_goes_to_the_first_pair():
 
 
 def test_cache_layout_keeps_constant_columns_as_values(tmp_path):
-    from cgprof import cache
+    from cgprof.io import cache
 
     df = T.share_constants(pd.DataFrame({
         "start_ns": np.array([1, 5, 9], dtype=np.int64),
@@ -293,7 +296,7 @@ def test_cache_layout_keeps_constant_columns_as_values(tmp_path):
         "some": pd.array([None, 3, None], dtype="Int64"),
         "plain": np.array([7, 7, 7], dtype=np.int64)}))
     df["plain"] = np.array([7, 7, 7], dtype=np.int64)  # one value, but not a shared view
-    tbl, layout, _ = cache.frame_to_arrow(df)
+    tbl, layout, _ = framestore.frame_to_arrow(df)
     kinds = dict(map(tuple, layout))
     assert kinds == {"start_ns": "int64", "pid": "constant:int64:4242",
                      "big": f"constant:int64:{np.iinfo(np.int64).min}",
@@ -308,23 +311,23 @@ def test_cache_layout_keeps_constant_columns_as_values(tmp_path):
     # a frame of constants only keeps one stored column (the file holds the row count)
     only = T.share_constants(pd.DataFrame({"a": np.full(4, 1, dtype=np.int64),
                                            "b": np.full(4, 2, dtype=np.int64)}))
-    tbl, layout, _ = cache.frame_to_arrow(only)
+    tbl, layout, _ = framestore.frame_to_arrow(only)
     assert tbl.num_rows == 4 and [k for _, k in layout] == ["int64", "int64"]
 
 
 def test_cached_trace_equals_the_first_load(traces_dir, tmp_path, monkeypatch):
     import shutil
 
-    from cgprof import cache
+    from cgprof.io import cache
 
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "c"))
     src = tmp_path / "run.sqlite"
     shutil.copyfile(traces_dir / "user_train.sqlite", src)
-    first = T.load(src)
+    first = L.load(src)
     assert cache.lookup(src) is not None and cache.FORMAT_VERSION >= 3  # 4: Trace.shed frames
     layout = dict(map(tuple, cache.lookup(src).frames["CUPTI_ACTIVITY_KIND_KERNEL"]))
     assert layout["pid"].startswith("constant:int64:")
-    again = T.load(src)
+    again = L.load(src)
     for table in ("kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx"):
         _assert_same_frame(getattr(again, table), getattr(first, table))
 
@@ -339,7 +342,7 @@ def test_sort_keeps_one_value_columns_and_equals_sort_values():
                        "node": pd.array([None if i % 3 else i for i in range(n)], dtype="Int64"),
                        "name": pd.Categorical(rng.choice(["a", "b"], n))})
     want = df.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
-    got = T._sort(df.copy(), ["start_ns", "end_ns"])
+    got = F._sort(df.copy(), ["start_ns", "end_ns"])
     _assert_same_frame(got, want)
     assert got["pid"].to_numpy().strides == (0,)
 

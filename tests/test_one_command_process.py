@@ -29,8 +29,8 @@ def _cgprof(args: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
 def test_prefetch_runs_inside_heavy_imports(monkeypatch, tmp_path):
     """The prefetch imports pyarrow, hence numpy: it must run with the collector paused and
     OpenBLAS set to one thread (heavy_imports), not before them."""
-    import cgprof.cache
     import cgprof.commands
+    import cgprof.io.prefetch
     from cgprof.cli import main
 
     inside = [False]
@@ -46,14 +46,14 @@ def test_prefetch_runs_inside_heavy_imports(monkeypatch, tmp_path):
         finally:
             inside[0] = False
 
-    real_prefetch = cgprof.cache.prefetch
+    real_prefetch = cgprof.io.prefetch.prefetch
 
     def prefetch(path):
         calls.append(inside[0])
         return real_prefetch(path)
 
     monkeypatch.setattr(cgprof.commands, "heavy_imports", recording)
-    monkeypatch.setattr(cgprof.cache, "prefetch", prefetch)
+    monkeypatch.setattr(cgprof.io.prefetch, "prefetch", prefetch)
     res = CliRunner().invoke(main, ["analyze", str(TRACE), "--json", str(tmp_path / "a.json"),
                                     "--quiet"])
     assert res.exit_code == 0, res.output

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO / "traces"
 ONE = TRACES / "mlp_train_graph.sqlite"
 DDP = TRACES / "ddp_mlp_train_eager.sqlite"
-#: below every whole analysis's estimate (cgprof.engine.WHOLE_BYTES_BASE is 200 MB)
+#: below every whole analysis's estimate (cgprof.io.estimate.WHOLE_BYTES_BASE is 200 MB)
 SMALL_CAP = "100MB"
 
 
@@ -116,7 +116,7 @@ def test_settings_from_the_environment_then_the_flags():
 
 
 def test_threads_the_library_starts_run_under_the_callers_settings():
-    from cgprof.engine import InThread
+    from cgprof.io.threads import InThread
     from cgprof.settings import current
 
     with using(Settings(memory_limit="123MB")):

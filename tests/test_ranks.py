@@ -574,7 +574,7 @@ def test_rank_progress_names_each_rank(two):
 def test_sub_trace_is_cut_from_the_held_frames(two, monkeypatch, compact):
     """Cutting a rank leaves the whole trace's kernel and API-call frames as it holds them
     (no left-out column made), and the rank reads the rows of the whole frames."""
-    import cgprof.trace as T
+    import cgprof.io.trace as T
 
     if compact:  # few-valued columns held as codes, as from 2M rows on
         monkeypatch.setattr(T, "COMPACT_MIN_ROWS", 0)

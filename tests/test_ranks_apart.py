@@ -7,7 +7,7 @@ and the sqlite3 fallback), parquetdir and arrowdir folders (written here from th
 in small batches, so that the filter crosses batch edges), and on nsys's own parquetdir.
 
 A command is sent rank by rank the way a user's run is, by a memory cap every whole analysis
-is over (``--memory-limit 100MB``: cgprof.engine.WHOLE_BYTES_BASE is 200 MB), where it says
+is over (``--memory-limit 100MB``: cgprof.io.estimate.WHOLE_BYTES_BASE is 200 MB), where it says
 so on stderr; where the cap cannot send it (an arrowdir, whose rows are not known up front)
 or it says nothing (``check``, a folder's files), by the settings' ``ranks_apart``
 (cgprof.settings), in a process of its own (:data:`_UNDER_SETTINGS`).
@@ -28,11 +28,14 @@ import pytest
 from conftest import cgprof_in_process, load_script
 from nsysdb import K, N, R, make_nsys_db
 
-from cgprof import engine as E
+from cgprof.io.estimate import activity_rows, apart_wanted, whole_analysis_bytes
+from cgprof.io.filters import PidFilter
+from cgprof.io.loader import load, load_part, process_heads
+from cgprof.io.sources import connect_readonly, probe_sqlite
+from cgprof.io.sqlite import SqliteSource
 from cgprof.plan import CHUNKS, RANK_BY_RANK, WHOLE, plan_input
 from cgprof.ranks import apart_heads, rank_heads, sub_trace
 from cgprof.settings import Settings, using
-from cgprof.trace import load, load_part, process_heads
 
 REPO = Path(__file__).resolve().parents[1]
 DDP = [REPO / "traces" / "ddp_mlp_train_eager.sqlite",
@@ -41,7 +44,7 @@ FRAMES = ["kernels", "runtime", "memcpy", "memset", "sync", "graph_trace", "nvtx
           "gpus"]
 LK = "cudaLaunchKernel_v7000"
 
-#: A memory cap every whole analysis is expected to exceed (cgprof.engine.WHOLE_BYTES_BASE
+#: A memory cap every whole analysis is expected to exceed (cgprof.io.estimate.WHOLE_BYTES_BASE
 #: is 200 MB): a multi-rank trace with known rows is then read rank by rank.
 CAPPED = ("--memory-limit", "100MB")
 
@@ -219,19 +222,19 @@ def test_pid_filter_keeps_and_leaves_out_the_asked_processes():
     import pyarrow as pa
 
     ids = [S << 24 | 7 for S in (100, 200, 300, 100)] + [None]  # NULL: process 0's
-    f = E.PidFilter([100, 300])
+    f = PidFilter([100, 300])
     assert f.mask(pa.array(ids)).tolist() == [True, False, True, True, False]
-    assert E.PidFilter([100, 300], keep=False).mask(pa.array(ids)).tolist() == [
+    assert PidFilter([100, 300], keep=False).mask(pa.array(ids)).tolist() == [
         False, True, False, False, True]
-    assert E.PidFilter([0]).mask(pa.array(ids)).tolist() == [False] * 4 + [True]
+    assert PidFilter([0]).mask(pa.array(ids)).tolist() == [False] * 4 + [True]
     assert f.column("CUPTI_ACTIVITY_KIND_KERNEL", ["start", "globalPid"]) == "globalPid"
     assert f.column("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "globalTid"]) == "globalTid"
     assert f.column("StringIds", ["id", "value"]) is None
     con = sqlite3.connect(":memory:")
     con.execute("CREATE TABLE t (globalPid INTEGER)")
     con.executemany("INSERT INTO t VALUES (?)", [(i,) for i in ids])
-    for flt, want in [(f, 3), (E.PidFilter([100, 300], keep=False), 2),
-                      (E.PidFilter([0]), 1)]:
+    for flt, want in [(f, 3), (PidFilter([100, 300], keep=False), 2),
+                      (PidFilter([0]), 1)]:
         n = con.execute(f"SELECT count(*) FROM t WHERE {flt.sql('globalPid')}").fetchone()[0]
         assert n == want
 
@@ -319,30 +322,30 @@ def test_the_html_of_one_rank_is_the_same(tmp_path):
 
 
 def test_read_apart_only_above_the_memory_cap(monkeypatch, three):
-    rows = E.activity_rows(three)
+    rows = activity_rows(three)
     assert rows == 2 * (7 + 8 + 9) * 2 + 1  # kernels + API calls: 2 each per step
     monkeypatch.setenv("CGPROF_MEMORY_LIMIT", "4GB")
-    assert not E.apart_wanted(three) and apart_heads(three) is None
+    assert not apart_wanted(three) and apart_heads(three) is None
     assert plan_input(three).shape == WHOLE
-    need = E.whole_analysis_bytes(rows)
+    need = whole_analysis_bytes(rows)
     monkeypatch.setenv("CGPROF_MEMORY_LIMIT", f"{need - 1}B")
-    assert E.apart_wanted(three)
+    assert apart_wanted(three)
     assert [h.pid for h in apart_heads(three)] == [300, 200, 100]
     plan = plan_input(three)
     assert plan.shape == RANK_BY_RANK and plan.over_cap and plan.rank_ids == [0, 1, 2]
     with using(Settings.from_env().replace(ranks_apart=False)):
-        assert not E.apart_wanted(three)
+        assert not apart_wanted(three)
         assert plan_input(three).shape == WHOLE
     monkeypatch.setenv("CGPROF_MEMORY_LIMIT", "4GB")
     with using(Settings.from_env().replace(ranks_apart=True)):
-        assert E.apart_wanted(three)
+        assert apart_wanted(three)
         assert plan_input(three).shape == RANK_BY_RANK
 
 
 def test_a_one_process_trace_is_not_read_rank_by_rank():
     trace = REPO / "traces" / "mlp_train_eager.sqlite"
     with using(Settings.from_env().replace(ranks_apart=True)):
-        assert E.apart_wanted(trace)
+        assert apart_wanted(trace)
         assert apart_heads(trace) is None  # one rank: nothing to read apart
         assert plan_input(trace).heads == ()
         assert plan_input(trace).shape == WHOLE  # within the cap: read whole
@@ -354,15 +357,15 @@ def test_a_one_process_trace_is_not_read_rank_by_rank():
 def test_rows_are_not_known_for_a_report_or_a_folder_of_traces(tmp_path):
     rep = tmp_path / "x.nsys-rep"
     rep.write_bytes(b"not read")
-    assert E.activity_rows(rep) is None
-    assert E.activity_rows(tmp_path) is None
-    assert E.activity_rows(REPO / "traces" / "columnar" / "mlp_infer_eager.parquetdir") > 0
+    assert activity_rows(rep) is None
+    assert activity_rows(tmp_path) is None
+    assert activity_rows(REPO / "traces" / "columnar" / "mlp_infer_eager.parquetdir") > 0
 
 
 def test_over_the_cap_the_cli_reads_rank_by_rank_and_caches_each_rank(three, tmp_path,
                                                                       monkeypatch):
     cache = tmp_path / "cache"
-    need = E.whole_analysis_bytes(E.activity_rows(three))
+    need = whole_analysis_bytes(activity_rows(three))
     # a cap below the estimate (DuckDB's own cap is a floor it still reads these files in)
     env = {"CGPROF_CACHE": str(cache), "CGPROF_MEMORY_LIMIT": f"{need - 1}B"}
     res = _cli(str(three), "--json", "-", apart=None, env=env)
@@ -370,7 +373,7 @@ def test_over_the_cap_the_cli_reads_rank_by_rank_and_caches_each_rank(three, tmp
     assert "read rank by rank (3 ranks, one at a time)" in res.stderr
     whole = _cli(str(three), "--json", "-", "--no-cache", apart="0")
     assert res.stdout == whole.stdout
-    from cgprof import cache as C
+    from cgprof.io import cache as C
 
     monkeypatch.setenv("CGPROF_CACHE", str(cache))
     parts = sorted(str(e.get("part")) for e in C.entries())
@@ -382,8 +385,8 @@ def test_over_the_cap_the_cli_reads_rank_by_rank_and_caches_each_rank(three, tmp
 
 
 def test_a_second_run_reads_the_ranks_from_the_cache_only(three, tmp_path, monkeypatch):
-    import cgprof.trace as T
-    from cgprof import cache as C
+    import cgprof.io.loader as T
+    from cgprof.io import cache as C
     from cgprof.ranks import analyze_ranks, analyze_ranks_apart
     from cgprof.report.json_report import render_chunks
 
@@ -427,17 +430,17 @@ def test_the_input_is_not_written(three):
 def test_each_rank_is_read_with_its_own_rows_only(three, monkeypatch):
     """The parts' scans keep the rank's rows: no read returns another process's row."""
     seen: list[tuple[str, set[int]]] = []
-    real = E.SqliteSource._scan
+    real = SqliteSource._scan
 
     def spy(con, table, columns, rows, where=""):
         tbl = real(con, table, columns, rows, where)
-        col = E.PidFilter([]).column(table, columns)
+        col = PidFilter([]).column(table, columns)
         if col is not None and tbl.num_rows:
             ids = np.asarray(tbl.column(col).to_numpy(zero_copy_only=False), dtype=np.int64)
             seen.append((table, {int(p) for p in (ids >> 24) & 0xFFFFFF}))
         return tbl
 
-    monkeypatch.setattr(E.SqliteSource, "_scan", staticmethod(spy))
+    monkeypatch.setattr(SqliteSource, "_scan", staticmethod(spy))
     part = load_part(three, [200])
     assert len(part.kernels) == 2 * 8
     assert seen and all(pids == {200} for _, pids in seen)
@@ -454,10 +457,10 @@ def test_the_other_processes_part_reads_only_their_tables(three, tmp_path):
         some = load_part(path, pids, keep=False, tables=only)
         _frames_equal(every, some)  # the GPU tables hold none of their rows anyway
         assert set(some.runtime["pid"]) == {50}
-    f = E.PidFilter(pids, keep=False, tables=only)
+    f = PidFilter(pids, keep=False, tables=only)
     assert f.none_of(S.KERNEL) and not f.none_of(S.RUNTIME)
-    conn = E.connect_readonly(three)
-    src = E.SqliteSource(three, conn, E.probe_sqlite(conn))
+    conn = connect_readonly(three)
+    src = SqliteSource(three, conn, probe_sqlite(conn))
     src.pid_filter = f
     assert src._where(S.KERNEL, ["globalPid"]) == "FALSE"
     assert src.read(S.KERNEL, ["start", "globalPid"]).num_rows == 0
@@ -522,7 +525,7 @@ def test_a_folder_of_multi_rank_traces_reads_each_rank_by_rank(tmp_path):
 def test_workers_are_fewer_when_together_they_would_exceed_the_cap(monkeypatch, three):
     from cgprof.parallel import memory_jobs
 
-    need = E.whole_analysis_bytes(E.activity_rows(three))
+    need = whole_analysis_bytes(activity_rows(three))
     monkeypatch.setenv("CGPROF_MEMORY_LIMIT", "4GB")
     assert memory_jobs([three, three], 8) == 8
     monkeypatch.setenv("CGPROF_MEMORY_LIMIT", f"{3 * need}B")
@@ -533,21 +536,21 @@ def test_workers_are_fewer_when_together_they_would_exceed_the_cap(monkeypatch, 
 
 
 # ---------------------------------------------------------------------------------------
-# one scan of the file for every rank: the process tables written apart (engine.Spill)
+# one scan of the file for every rank: the process tables written apart (cgprof.io.spill.Spill)
 
 
 def test_spilled_rows_are_the_rows_a_filtered_scan_reads(three, tmp_path):
     from cgprof import schema as S
-    from cgprof.trace import spill_processes
+    from cgprof.io.loader import spill_processes
 
     spill = spill_processes(three, tmp_path / "spill")
     assert spill is not None and S.KERNEL in spill.columns and S.NVTX in spill.columns
-    conn = E.connect_readonly(three)
-    src = E.SqliteSource(three, conn, E.probe_sqlite(conn))
+    conn = connect_readonly(three)
+    src = SqliteSource(three, conn, probe_sqlite(conn))
     try:
         for table, cols in spill.columns.items():
             for pid in (50, 100, 200, 300, 999):
-                src.pid_filter = E.PidFilter([pid])
+                src.pid_filter = PidFilter([pid])
                 scanned = src._read(table, cols)
                 src.spill = spill
                 assert src._spilled(table, cols) is not None
@@ -555,7 +558,7 @@ def test_spilled_rows_are_the_rows_a_filtered_scan_reads(three, tmp_path):
                 src.spill = None
                 assert read.column_names == scanned.column_names
                 assert read.to_pylist() == scanned.to_pylist(), (table, pid)
-        src.pid_filter = E.PidFilter([100], keep=False)  # not one process: not spilled
+        src.pid_filter = PidFilter([100], keep=False)  # not one process: not spilled
         src.spill = spill
         assert src._spilled(S.KERNEL, spill.columns[S.KERNEL]) is None
     finally:
@@ -570,13 +573,13 @@ def test_a_rank_by_rank_run_scans_the_file_once(three, tmp_path, monkeypatch):
     monkeypatch.setenv("CGPROF_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("CGPROF_NO_CACHE", raising=False)
     scans: list[tuple[str, str]] = []
-    real = E.SqliteSource._scan
+    real = SqliteSource._scan
 
     def spy(con, table, columns, rows, where=""):
         scans.append((table, where))
         return real(con, table, columns, rows, where)
 
-    monkeypatch.setattr(E.SqliteSource, "_scan", staticmethod(spy))
+    monkeypatch.setattr(SqliteSource, "_scan", staticmethod(spy))
     with using(Settings.from_env().replace(ranks_apart=True)):
         heads = apart_heads(three)
         scans.clear()
@@ -660,7 +663,7 @@ def test_diff_says_it_read_a_trace_rank_by_rank(three, tmp_path):
 
     other = tmp_path / "other.sqlite"
     shutil.copyfile(three, other)
-    need = E.whole_analysis_bytes(E.activity_rows(three))
+    need = whole_analysis_bytes(activity_rows(three))
     env = {**os.environ, "CGPROF_CACHE": str(tmp_path / "c"),
            "CGPROF_MEMORY_LIMIT": f"{need - 1}B"}
     res = subprocess.run([sys.executable, "-m", "cgprof", "diff", str(three), str(other),

@@ -256,8 +256,8 @@ def test_scratch_still_there_at_exit_is_removed(tmp_path):
 
 _IN_DUCKDB = """
 import os, signal, sys, threading
-from cgprof import engine
-real = engine._duckdb_sqlite
+from cgprof.io import duck
+real = duck._duckdb_sqlite
 
 def attach(*args, **kwargs):
     con = real(*args, **kwargs)
@@ -268,7 +268,7 @@ def attach(*args, **kwargs):
         sys.stderr.write("the query ended\\n")
     return con
 
-engine._duckdb_sqlite = attach
+duck._duckdb_sqlite = attach
 os.environ["CGPROF_TEST_MAIN"] = str(os.getpid())
 sys.argv = ["cgprof", *sys.argv[1:]]
 from cgprof.cli import main

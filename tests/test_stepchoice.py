@@ -418,8 +418,8 @@ def test_text_and_json_name_the_rule_and_candidates(db, tmp_path):
 
 
 def test_real_traces_keep_their_steps(traces_dir):
+    from cgprof.io.loader import load
     from cgprof.metrics.steps import choose_step_ranges
-    from cgprof.trace import load
 
     seen = {}
     for path in sorted(traces_dir.glob("*.sqlite")):

@@ -77,9 +77,9 @@ def _keep_freed_memory() -> None:
     measured with the threshold at 1 GiB; 32 MiB gives the same page faults on the 2-core
     machine, 70k -> 50-53k), at ~30 MB more peak RSS; blocks above 32 MiB (a 10M-row trace's
     columns) are mapped as before, and its load still trims between tables
-    (:func:`cgprof.engine.release_memory`). Only in a one-command process, which gives all
+    (:func:`cgprof.io.memory.release_memory`). Only in a one-command process, which gives all
     its memory back at exit a moment later; glibc only (a no-op elsewhere)."""
-    from cgprof.engine import glibc
+    from cgprof.io.memory import glibc
 
     mallopt = getattr(glibc(), "mallopt", None)
     if mallopt is None:  # not Linux, or not glibc (musl has no mallopt)

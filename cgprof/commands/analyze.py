@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import (
     engine_options,
     note_apart,
@@ -15,6 +14,7 @@ from cgprof.commands.engine_opts import (
 )
 from cgprof.commands.progress import clear, progress_bar
 from cgprof.errors import CgprofError, OutputExistsError
+from cgprof.io.cache import writing_in_background
 
 
 def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = False,
@@ -23,9 +23,10 @@ def _analyze_one(path: Path, step, skip, min_gap_us, rank, say, html: bool = Fal
     rank's sub-trace freed once it is analysed, but the one ``html`` draws: ``rank``'s;
     each keeps the gaps the JSON document lists). ``apart``: the ranks, when the file is to
     be read rank by rank (cgprof.plan: a plan of shape ``rank by rank``)."""
+    from cgprof.io.loader import load
+    from cgprof.io.trace import gpu_pids
     from cgprof.metrics import analyze
     from cgprof.report.json_report import GAP_LIST_LIMIT
-    from cgprof.trace import gpu_pids, load
 
     kw = {"step": step, "skip": skip, "min_gap_us": min_gap_us, "rank": rank,
           "keep": rank if html and rank is not None else False,
@@ -147,7 +148,7 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
                                  for p in traces}
         with heavy_imports():  # first: prefetch imports numpy (through pyarrow) too
             if not many and plans[traces[0]].shape == WHOLE and not plans[traces[0]].over_cap:
-                from cgprof.cache import prefetch
+                from cgprof.io.prefetch import prefetch
 
                 prefetch(traces[0])  # its big tables are read while the analysis is imported
             from cgprof import metrics  # noqa: F401  (what every analysis runs)

@@ -16,7 +16,7 @@ def command() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 def info(as_json: bool) -> None:
     """Where the cache is, and one line per cached trace."""
-    from cgprof import cache
+    from cgprof.io import cache
 
     rows = cache.entries()
     total = sum(r["bytes"] for r in rows)
@@ -36,7 +36,7 @@ def info(as_json: bool) -> None:
 @command.command("clear")
 def clear() -> None:
     """Remove every cached trace."""
-    from cgprof import cache
+    from cgprof.io import cache
 
     n = cache.clear()
     click.echo(f"removed {n} cached trace(s) from {cache.cache_dir()}")

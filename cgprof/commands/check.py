@@ -12,10 +12,10 @@ from pathlib import Path
 
 import click
 
-from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import engine_options, note_apart, note_chunked
 from cgprof.commands.progress import clear, labelled, progress_bar
 from cgprof.errors import CgprofError
+from cgprof.io.cache import writing_in_background
 
 
 class ConfigProblem(click.ClickException):
@@ -98,7 +98,7 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
     plan = plan_input(trace)
     with heavy_imports():  # first: the trace's tables are read while the analysis is imported
         if trace.is_file() and plan.shape == WHOLE:  # (else read rank by rank or in chunks)
-            from cgprof.cache import prefetch
+            from cgprof.io.prefetch import prefetch
 
             prefetch(trace)
         from cgprof import check as C

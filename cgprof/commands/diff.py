@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from cgprof.cache import writing_in_background
 from cgprof.commands.engine_opts import (
     engine_options,
     note_apart,
@@ -23,6 +22,7 @@ from cgprof.commands.engine_opts import (
     note_drawn_whole,
 )
 from cgprof.errors import CgprofError
+from cgprof.io.cache import writing_in_background
 
 if TYPE_CHECKING:
     from cgprof.diff import RunView
@@ -68,10 +68,10 @@ def _view_apart(result, run: tuple, max_events: int | None) -> _Apart:
 def _give_back(apart: _Apart) -> None:
     """Give the memory of an analysis no one holds any more back to the OS before the next
     step: its reference cycles, the pages Arrow's pool and the C heap keep
-    (cgprof.engine.release_memory, from 4M rows on)."""
+    (cgprof.io.memory.release_memory, from 4M rows on)."""
     import gc
 
-    from cgprof.engine import release_memory
+    from cgprof.io.memory import release_memory
 
     gc.collect()
     release_memory(apart.rows)
@@ -85,6 +85,7 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None, cap=None)
     the memory cap is then analysed a chunk of steps at a time, gathering their totals, and
     with ``cap`` (the HTML page's events per timeline) what their timelines draw
     (:func:`_chunked`). ``say``: the progress bar's (cgprof.commands.progress), or None."""
+    from cgprof.io.loader import load
     from cgprof.metrics import analyze
     from cgprof.metrics.windows import timelines_gathered
     from cgprof.parallel import analyze_files, expand_inputs
@@ -98,7 +99,6 @@ def _run(path: Path, step, skip, jobs, rank=None, runs=None, say=None, cap=None)
         rank_part,
         sub_trace,
     )
-    from cgprof.trace import load
 
     def fail_unless(ids) -> None:
         error = missing_rank(path, rank, ids)

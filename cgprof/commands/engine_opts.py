@@ -69,40 +69,43 @@ def _note_over_cap(cap: str, source: str) -> None:
 
 def note_apart(path: Any, ranks: int) -> None:
     """One line on stderr: the trace is read rank by rank because of the memory cap."""
-    from cgprof import cache as C
-    from cgprof import engine as E
+    from cgprof.io import cache as C
+    from cgprof.io.estimate import activity_rows, whole_analysis_bytes
+    from cgprof.io.memory import memory_limit
     from cgprof.settings import current
 
     if current().ranks_apart:
         return  # asked for: nothing to explain
-    need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
+    need = whole_analysis_bytes(activity_rows(path) or 0)
     cached = "; each rank is cached apart" if C.enabled() else ""
     _note(f"{path}: read rank by rank ({ranks} ranks, one at a time): "
           f"its whole analysis would hold ~{need / 1e9:.1f} GB, above the memory cap "
-          f"{E.memory_limit()}{cached}")
+          f"{memory_limit()}{cached}")
 
 
 def note_chunked(path: Any, chunks: int) -> None:
     """One line on stderr: the one-process trace is read a chunk of steps at a time because
     of the memory cap."""
-    from cgprof import engine as E
+    from cgprof.io.estimate import activity_rows, whole_analysis_bytes
+    from cgprof.io.memory import memory_limit
 
-    need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
+    need = whole_analysis_bytes(activity_rows(path) or 0)
     _note(f"{path}: read a chunk of steps at a time ({chunks} "
           f"chunk{'' if chunks == 1 else 's'}): its whole analysis would hold "
-          f"~{need / 1e9:.1f} GB, above the memory cap {E.memory_limit()}")
+          f"~{need / 1e9:.1f} GB, above the memory cap {memory_limit()}")
 
 
 def note_drawn_whole(path: Any) -> None:
     """One line on stderr: a one-process trace over the memory cap, read in chunks, is read
     whole again for the HTML page (analyze --html, diff -o): its window's API calls were on
     too many host threads to count a chunk at a time for the timeline."""
-    from cgprof import engine as E
+    from cgprof.io.estimate import activity_rows, whole_analysis_bytes
+    from cgprof.io.memory import memory_limit
 
-    need = E.whole_analysis_bytes(E.activity_rows(path) or 0)
+    need = whole_analysis_bytes(activity_rows(path) or 0)
     _note(f"{path}: read whole for the HTML page: its window's host threads x steps "
           f"are too many to count its timeline a chunk at a time; its analysis may hold "
-          f"~{need / 1e9:.1f} GB, above the memory cap {E.memory_limit()}")
+          f"~{need / 1e9:.1f} GB, above the memory cap {memory_limit()}")
 
 
 def _note_fallback(reason: str | None) -> None:
@@ -123,8 +126,8 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(*args: Any, no_cache: bool, memory_limit: str | None, nsys: str | None,
                 **kwargs: Any) -> Any:
-        from cgprof import engine as E
         from cgprof.errors import CgprofError
+        from cgprof.io.duck import engine_fallback
         from cgprof.settings import Settings, active, memory_limit_in_env, using
 
         flags = {"memory_limit": memory_limit, "cache": False if no_cache else None,
@@ -134,12 +137,12 @@ def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
             settings = (Settings.from_env() if base is None else base).with_flags(**flags)
         except CgprofError as exc:
             raise click.ClickException(str(exc)) from None
-        E.engine_fallback(clear=True)
+        engine_fallback(clear=True)
         try:
             with using(settings):
                 out = func(*args, **kwargs)
         finally:
-            _note_fallback(E.engine_fallback(clear=True))
+            _note_fallback(engine_fallback(clear=True))
         if memory_limit or memory_limit_in_env():  # (a cap the user set, not the default)
             _note_over_cap(settings.memory_limit,
                            "--memory-limit" if memory_limit else "CGPROF_MEMORY_LIMIT")

@@ -96,7 +96,7 @@ def command(
     if result.untraced_path is not None:
         click.echo(f"cgprof: wrote the untraced run's step times to {result.untraced_path}")
     if columnar:
-        from cgprof.trace import warm
+        from cgprof.io.loader import warm
 
         try:
             click.echo(f"cgprof: wrote its columnar copy to {warm(result.sqlite_path)}")

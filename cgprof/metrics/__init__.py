@@ -1,4 +1,4 @@
-"""Pure functions from a loaded :class:`~cgprof.trace.Trace` to results; no I/O, no plotting.
+"""Pure functions from a loaded :class:`~cgprof.io.trace.Trace` to results; no I/O, no plotting.
 
 :func:`analyze` runs them all and returns an :class:`AnalysisResult`, the object behind
 ``cgprof analyze``: every table the command prints or writes is an attribute of it.
@@ -15,7 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cgprof.engine import InThread, release_arrow_pool, release_memory
+from cgprof.io.loader import load
+from cgprof.io.memory import release_arrow_pool, release_memory
+from cgprof.io.threads import InThread
+from cgprof.io.trace import Trace, column
+from cgprof.io.validate import distinct_pids
 from cgprof.metrics.completeness import CompletenessResult, completeness, graph_check_mode
 from cgprof.metrics.coverage import (
     CoverageResult,
@@ -35,7 +39,6 @@ from cgprof.metrics.steps import compute_steps
 from cgprof.metrics.summaries import api_summary, kernel_summary, nvtx_ranges, nvtx_summary
 from cgprof.metrics.verdict import Verdict, verdict
 from cgprof.scratch import checkpoint
-from cgprof.trace import Trace, column, distinct_pids, load
 from cgprof.untraced import UntracedTimes
 from cgprof.untraced import measure as untraced_times
 
@@ -259,7 +262,7 @@ def analyze(
     """
     say_ = checkpoint(progress)
     trace = trace_or_path if isinstance(trace_or_path, Trace) else load(trace_or_path, say_)
-    # No malloc_trim between the stages (cgprof.engine.release_memory): each stage reuses the
+    # No malloc_trim between the stages (cgprof.io.memory.release_memory): each stage reuses the
     # heap the last one freed. Trimming there cost 10M kernels ~5 s of page faults (cached:
     # 20.1 -> 15.5 s wall) for 13 MB less peak RSS; the load still trims after each big table,
     # and the analysis once at its end (below).
@@ -274,7 +277,7 @@ def analyze(
     if aside is None:
         summaries, ranges = _summaries(trace)
     say("classifying API calls")
-    # The calls without the columns the trace derives (tid, dur_ns: cgprof.trace.DERIVED),
+    # The calls without the columns the trace derives (tid, dur_ns: cgprof.io.trace.DERIVED),
     # made where read, at the rows read: 10M calls hold 160 MB less.
     calls = api_calls(trace, derived=False)
     # (no stage of its own on the progress bar: ~10 ms on the shipped traces)
@@ -361,7 +364,7 @@ def analyze(
         summaries, ranges = aside.result()
     # One trim, after the last big temporaries: the reports then start from what is alive
     # (10M cached, three runs each: peak RSS 2.42-2.46 -> 2.38-2.42 x 10^6 KB, the same
-    # time; a trace under engine.RELEASE_MIN_ROWS rows keeps its heap).
+    # time; a trace under cgprof.io.memory.RELEASE_MIN_ROWS rows keeps its heap).
     release_memory(len(trace.stored("kernels")) + len(trace.stored("runtime")))
     info = _info(trace, calls, ranges, steps, window, win_steps)
     info["incomplete"] = list(complete.missing)

@@ -26,8 +26,13 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from cgprof import engine as E
-from cgprof.engine import release_memory
+from cgprof.io import cache as C
+from cgprof.io.estimate import WHOLE_BYTES_BASE, WHOLE_BYTES_PER_ROW
+from cgprof.io.filters import RowRange
+from cgprof.io.loader import has_cache_entry, load_rows, spill_tables
+from cgprof.io.memory import release_memory
+from cgprof.io.trace import Trace, column, constant_value
+from cgprof.io.validate import distinct_pids
 from cgprof.metrics import AnalysisResult, trace_info
 from cgprof.metrics import launches as L
 from cgprof.metrics.completeness import (
@@ -77,7 +82,6 @@ from cgprof.metrics.windows import (
     name_totals,
 )
 from cgprof.scratch import Detail, checkpoint
-from cgprof.trace import column, constant_value, distinct_pids
 from cgprof.untraced import measure as untraced_times
 
 __all__ = ["Chunk", "plan", "cut_calls", "rows_of_corr"]
@@ -156,10 +160,10 @@ CHUNK_STEPS = 1000
 
 def chunk_rows(cap_bytes: int) -> int:
     """Kernels + API calls per chunk under a memory cap of ``cap_bytes``: an eighth of what
-    a whole analysis could hold within it (cgprof.engine.whole_analysis_bytes): a chunk's
+    a whole analysis could hold within it (cgprof.io.estimate.whole_analysis_bytes): a chunk's
     read and measurement hold ~2.5 times a whole analysis's bytes per row, beside what the
     chunks keep (the calls' narrow columns for the gaps, each call's step)."""
-    return max(_MIN_CHUNK_ROWS, (cap_bytes - E.WHOLE_BYTES_BASE) // (8 * E.WHOLE_BYTES_PER_ROW))
+    return max(_MIN_CHUNK_ROWS, (cap_bytes - WHOLE_BYTES_BASE) // (8 * WHOLE_BYTES_PER_ROW))
 
 
 #: The fewest kernels + API calls per chunk (many tiny chunks cost reads, not memory).
@@ -174,7 +178,7 @@ def analyze_path(path: str | Path, step: str | None = None, skip: int = 0,
                  windows: Windows | None = None,
                  timelines: int | None = None) -> AnalysisResult | None:
     """:func:`cgprof.metrics.analyze` of the one-process trace at ``path``, its rows read a
-    chunk of steps at a time (:func:`cgprof.trace.load_rows`): ``chunk_steps`` steps, else
+    chunk of steps at a time (:func:`cgprof.io.loader.load_rows`): ``chunk_steps`` steps, else
     as many as hold about ``chunk_rows`` kernels + API calls, else :data:`CHUNK_STEPS`; the
     result as a report reads it (:meth:`AnalysisResult.light` of the whole analysis: no
     trace, no call-to-step map, the gap list cut to its longest), or None when the trace is
@@ -230,19 +234,17 @@ def analyze_capped(path: str | Path, step: str | None = None, skip: int = 0,
 def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
         tuple[Any, Callable[[], None]]]:
     """(spill, done): the activity tables of the SQLite export at ``path`` written once to
-    Parquet for the chunks to read (cgprof.trace.spill_tables), and what to call once the
+    Parquet for the chunks to read (cgprof.io.loader.spill_tables), and what to call once the
     analysis is done. With the cache on, the spill is a new cache entry of nsys columns,
     committed by ``done`` (a later run reads it, not SQLite; a run that fails or is
     analysed whole commits nothing); else a temporary folder of the system's, removed at
     the end. The spill is None when the trace has a cache entry (read instead), is not an
     SQLite file, or cannot be spilled (each chunk then scans it)."""
-    from cgprof import cache as C
-    from cgprof import trace as T
 
     def nothing() -> None:
         return None
 
-    if not path.is_file() or path.suffix.lower() == ".nsys-rep" or T.has_cache_entry(path):
+    if not path.is_file() or path.suffix.lower() == ".nsys-rep" or has_cache_entry(path):
         yield None, nothing
         return
     pending = C.begin(path) if C.enabled() else None
@@ -250,7 +252,7 @@ def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
         try:
             if progress is not None:
                 progress("writing the trace's columnar copy once, for its chunks")
-            spill = T.spill_tables(path, pending.tmp, spool=pending.write)
+            spill = spill_tables(path, pending.tmp, spool=pending.write)
             if spill is not None:
                 done: list[bool] = []
                 yield spill, lambda: done.append(True)
@@ -262,7 +264,7 @@ def _spilled(path: Path, progress: Callable[[str], None] | None) -> Iterator[
     with C.temp_folder("chunks-") as folder:
         if progress is not None:
             progress("writing the trace's tables once for its chunks")
-        yield T.spill_tables(path, folder / "tables"), nothing
+        yield spill_tables(path, folder / "tables"), nothing
 
 
 def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_us: float,
@@ -273,17 +275,15 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     """:func:`analyze_path` with the tables read from ``spill`` (None: the trace's cache
     entry, or the file itself)."""
     from cgprof import schema as S
-    from cgprof import trace as T
-
     say = checkpoint(progress)
 
-    def load(rows: E.RowRange) -> T.Trace:
-        return T.load_rows(path, rows, spill=spill)
+    def load(rows: RowRange) -> Trace:
+        return load_rows(path, rows, spill=spill)
 
     say("summarising the kernels")
     # the columns the summary, the coverage's tie rule and the graph mode read (a cache
     # entry's frame is read whole)
-    heads = load(E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE], columns={S.KERNEL: _SUMMARY}))
+    heads = load(RowRange(tables=[S.KERNEL, S.GRAPH_TRACE], columns={S.KERNEL: _SUMMARY}))
     kernel_table = kernel_summary(heads)
     meta, gpus = heads.meta, heads.gpus
     n_kernels, n_graph_rows = len(heads.stored("kernels")), len(heads.graph_trace)
@@ -292,13 +292,13 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     k_corr = heads.stored("kernels")["corr_id"].to_numpy().copy()
     del heads
     say("reading CUDA API calls and NVTX ranges")
-    light = load(E.RowRange(tables=[S.RUNTIME, S.NVTX]))
+    light = load(RowRange(tables=[S.RUNTIME, S.NVTX]))
     light.meta = meta
     api_table = api_summary(light)  # first: its temporaries beside the calls' frame alone
     release_memory(len(light.stored("runtime")))
     calls = api_calls(light, derived=False)
     inst = step_instances(light, calls, None, step, skip, labels=lambda: launch_labels(
-        load(E.RowRange(tables=[S.KERNEL, S.GRAPH_TRACE],
+        load(RowRange(tables=[S.KERNEL, S.GRAPH_TRACE],
                         columns={S.KERNEL: [*_SUMMARY, "globalPid"]})))
     ) if len(calls) else None
     if inst is None or inst.source == "whole-trace" or inst.table["global_tid"].nunique() > 1:
@@ -343,7 +343,7 @@ def _analyze_path(path: Path, spill: Any, step: str | None, skip: int, min_gap_u
     replayed = False
     for i, (c, t0, t1) in enumerate(zip(chunks, lows, highs, strict=True)):
         say(Detail(f"measuring the steps: chunk {i + 1} of {len(chunks)}"))
-        sub = load(E.RowRange(start=(t0, t1), corr=(c.corr_lo, c.corr_hi)))
+        sub = load(RowRange(start=(t0, t1), corr=(c.corr_lo, c.corr_hi)))
         calls_c = api_calls(sub, derived=False)
         if len(calls_c) != c.r1 - c.r0:
             raise AssertionError("cgprof: a chunk's API calls are not those planned")
@@ -471,7 +471,7 @@ class _Asked:
         return cls(steps, visible, tuple(bins), cap)
 
     def count_events(self, lows: list[int], highs: list[int],
-                     load: Callable[[E.RowRange], Any], say: Callable[[str], None],
+                     load: Callable[[RowRange], Any], say: Callable[[str], None],
                      rows: int) -> None:
         """Count the API calls and GPU rows of the timelines' windows
         (:class:`EventCounter`), a slice of start times at a time, and note the longest
@@ -484,7 +484,7 @@ class _Asked:
         tables = [S.RUNTIME, S.KERNEL, S.MEMCPY, S.MEMSET, S.GRAPH_TRACE]
         for i, (t0, t1) in enumerate(zip(lows, highs, strict=True)):
             say(Detail(f"counting the timelines' events: slice {i + 1} of {len(lows)}"))
-            sub = load(E.RowRange(start=(t0, t1), gpu_start=(t0, t1), tables=tables))
+            sub = load(RowRange(start=(t0, t1), gpu_start=(t0, t1), tables=tables))
             calls = api_calls(sub, derived=False)
             c_start, c_end = column(calls, "start_ns"), column(calls, "end_ns")
             tid = column(calls, "tid")
@@ -503,7 +503,7 @@ class _Asked:
             del sub, df, g_start, g_end
             release_memory(rows)  # the slice's frames, before the next one is read
 
-    def cut(self, table: pd.DataFrame, load: Callable[[E.RowRange], Any],
+    def cut(self, table: pd.DataFrame, load: Callable[[RowRange], Any],
             capture: np.ndarray | None) -> None:
         """Each timeline's :class:`TimelineCut`: its steps and NVTX ranges counted, with
         the gaps the measurement counted, the span it can draw found and read."""
@@ -511,7 +511,7 @@ class _Asked:
 
         if not any(c is not None for c in self.counters):
             return
-        nvtx = nvtx_ranges(load(E.RowRange(tables=[S.NVTX])))
+        nvtx = nvtx_ranges(load(RowRange(tables=[S.NVTX])))
         n_start, n_end = nvtx["start_ns"].to_numpy(np.int64), nvtx["end_ns"].to_numpy(np.int64)
         s_start = table["start_ns"].to_numpy(np.int64)
         s_end = table["end_ns"].to_numpy(np.int64)
@@ -528,7 +528,7 @@ class _Asked:
             t1 = int(ends[fit - 1])
             trace = None
             if len(threads) * len(ends) <= TIMELINE_MAX_CELLS:
-                whole = load(E.RowRange(
+                whole = load(RowRange(
                     start=(t0 - self.max_call_ns, t1), gpu_start=(t0 - self.max_gpu_ns, t1),
                     tables=[S.RUNTIME, S.KERNEL, S.MEMCPY, S.MEMSET, S.GRAPH_TRACE, S.NVTX]))
                 trace = whole.cut(t0, t1, ("kernels", "runtime", "memcpy", "memset",
@@ -542,7 +542,7 @@ class _Asked:
                 trace=trace, capture=capture if capture is not None else np.zeros(0, np.int64),
                 gaps=gaps[(g_end > t0) & (g_start < t1)].reset_index(drop=True))
 
-    def sum_kernels(self, chunks: list[Chunk], load: Callable[[E.RowRange], Any],
+    def sum_kernels(self, chunks: list[Chunk], load: Callable[[RowRange], Any],
                     lookup: tuple[np.ndarray, int], say: Callable[[str], None]) -> None:
         """Each window's kernels per name, a chunk's kernels at a time (those its calls
         launched: their correlation ids), each kernel's step that of its call."""
@@ -553,7 +553,7 @@ class _Asked:
             if c.r1 == c.r0 or not any(len(v) for v in self.visible):
                 continue
             say(Detail(f"summing the windows' kernels: chunk {i + 1} of {len(chunks)}"))
-            sub = load(E.RowRange(corr=(c.corr_lo, c.corr_hi), tables=[S.KERNEL],
+            sub = load(RowRange(corr=(c.corr_lo, c.corr_hi), tables=[S.KERNEL],
                                   columns={S.KERNEL: _SUMMARY}))
             kernels = sub.stored("kernels")
             del sub
@@ -664,14 +664,12 @@ def _timeline(path: Path, lows: list[int], highs: list[int], rows: int, spill: A
     sorted by start, so the slices joined (:func:`_join`) are the whole table's rows in
     its order."""
     from cgprof import schema as S
-    from cgprof import trace as T
-
     gpu = [S.KERNEL, S.MEMCPY, S.MEMSET, S.GRAPH_TRACE]
 
     def slices() -> Iterator[pd.DataFrame]:
         for i, (t0, t1) in enumerate(zip(lows, highs, strict=True)):
             say(Detail(f"measuring GPU gaps: slice {i + 1} of {len(lows)}"))
-            sub = T.load_rows(path, E.RowRange(gpu_start=(t0, t1), tables=gpu), spill=spill)
+            sub = load_rows(path, RowRange(gpu_start=(t0, t1), tables=gpu), spill=spill)
             ops = gpu_ops(sub)
             del sub
             narrow = _narrow(ops)

@@ -46,9 +46,9 @@ import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
+from cgprof.io.trace import column
 from cgprof.metrics import launches as L
 from cgprof.metrics.coverage import family_mask
-from cgprof.trace import column
 
 #: The GPU tables whose rows' times are checked, with the words the report uses.
 TIME_TABLES = (S.KERNEL, S.MEMCPY, S.MEMSET, S.GRAPH_TRACE)
@@ -231,7 +231,7 @@ def _ints(df: pd.DataFrame, name: str) -> np.ndarray:
 
 def _node_ids(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(in a replay, graph node id as int64) of each row of a kernel or memset frame; the
-    column may be nullable Int64 or a categorical of its values (cgprof.trace.COMPACT)."""
+    column may be nullable Int64 or a categorical of its values (cgprof.io.trace.COMPACT)."""
     if "graph_node_id" not in df.columns or not len(df):
         return np.zeros(len(df), dtype=bool), np.zeros(len(df), dtype=np.int64)
     col = df["graph_node_id"]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cgprof.io.trace import column
 from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
     _distinct_table,
@@ -29,7 +30,6 @@ from cgprof.metrics.intervals import (
     table_get,
 )
 from cgprof.metrics.summaries import category_codes
-from cgprof.trace import column
 
 EAGER_TOP_COLUMNS = ["name", "kernels", "gpu_ns", "launch_api", "launch_host_ns"]
 

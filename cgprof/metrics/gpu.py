@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
+from cgprof.io.frames import start_end_order
+from cgprof.io.trace import Trace, constant_value, int_categorical
 from cgprof.metrics.intervals import arrays_sorted, sort_stable
-from cgprof.trace import Trace, constant_value, int_categorical, start_end_order
 
 KIND_KERNEL = "kernel"
 KIND_MEMCPY = "memcpy"
@@ -29,7 +30,7 @@ OP_COLUMNS = ["start_ns", "end_ns", "device_id", "stream_id", "pid", "corr_id", 
 
 def _int_codes(col: pd.Series) -> bool:
     """A categorical of int64 values without a missing one (a stored kernel frame's stream
-    ids: cgprof.trace.COMPACT), which reads as the int64 column it was."""
+    ids: cgprof.io.trace.COMPACT), which reads as the int64 column it was."""
     return int_categorical(col) and not (col.cat.codes.to_numpy() < 0).any()
 
 

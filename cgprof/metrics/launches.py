@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cgprof.trace import Trace, api_rows, column, map_categories
+from cgprof.io.trace import Trace, api_rows, column, map_categories
 
 KERNEL_LAUNCH = "kernel_launch"
 GRAPH_LAUNCH = "graph_launch"
@@ -58,8 +58,8 @@ def api_calls(trace: Trace, derived: bool = True) -> pd.DataFrame:
 
     Columns: start_ns end_ns dur_ns pid tid global_tid corr_id name_raw name nsys_name
     family in_capture (bool). Sorted by start_ns. ``derived=False``: without the columns a
-    loaded trace derives on demand (``tid``, ``dur_ns``: cgprof.trace.DERIVED; read them
-    with :func:`cgprof.trace.column`), as ``analyze`` reads them: 10M calls, 160 MB less.
+    loaded trace derives on demand (``tid``, ``dur_ns``: cgprof.io.trace.DERIVED; read them
+    with :func:`cgprof.io.trace.column`), as ``analyze`` reads them: 10M calls, 160 MB less.
     """
     # a filtered frame already: no second full copy
     calls = trace.api_calls if derived else api_rows(trace.stored("runtime"))

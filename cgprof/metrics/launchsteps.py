@@ -67,7 +67,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
-from cgprof.trace import Trace, column
+from cgprof.io.trace import Trace, column
 
 RULES = ("graph", "kernel", "copy", "sync")
 #: A qualified anchor has at least this many steady segments.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from cgprof.io.trace import column
 from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import (
     busy_from_gaps,
@@ -25,7 +26,6 @@ from cgprof.metrics.intervals import (
     segment_busy,
     sort_stable,
 )
-from cgprof.trace import column
 
 REPLAY_COLUMNS = [
     "replay", "pid", "tid", "corr_id", "api", "api_start_ns", "api_dur_ns", "device_id",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from cgprof.io.trace import take_rows
 from cgprof.metrics.intervals import (
     _first_match_dense,
     assign_to_ranges,
@@ -17,7 +18,6 @@ from cgprof.metrics.intervals import (
     pair_keys,
     table_get,
 )
-from cgprof.trace import take_rows
 
 
 def _attribute_calls(calls: pd.DataFrame, inst: pd.DataFrame) -> np.ndarray:

@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
+from cgprof.io.trace import column
 from cgprof.metrics import launches as L
 from cgprof.metrics.intervals import _segment_cummax, arrays_sorted
 from cgprof.metrics.step_attribution import _attribute_calls, _launch_steps
 from cgprof.metrics.step_result import OUT_OF_WINDOW_MODES, STEP_COLUMNS
-from cgprof.trace import column
 
 
 def _as_reindexed(values: np.ndarray, found: np.ndarray) -> np.ndarray:

@@ -62,10 +62,10 @@ import pandas as pd
 
 from cgprof import schema as S
 from cgprof.errors import AnalysisError
+from cgprof.io.trace import Trace
 from cgprof.metrics import launches as L
 from cgprof.metrics import launchsteps as LS
 from cgprof.metrics.summaries import nvtx_ranges
-from cgprof.trace import Trace
 
 DEFAULT_STEP = ("step", "cgprof")
 #: The range cgprof record's step marker opens at each optimizer step (default domain).

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof.errors import AnalysisError
+from cgprof.io.trace import Trace
 from cgprof.metrics.step_result import StepResult
 from cgprof.metrics.step_table import _measure
 from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
@@ -39,7 +40,6 @@ from cgprof.metrics.stepchoice import (  # noqa: F401  (re-exported)
 )
 from cgprof.metrics.stepchoice import choose_step_ranges as _choose
 from cgprof.metrics.summaries import nvtx_ranges
-from cgprof.trace import Trace
 
 
 def choose_step_ranges(

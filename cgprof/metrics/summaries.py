@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from cgprof import schema as S
-from cgprof.trace import Trace, column
+from cgprof.io.trace import Trace, column
 
 STAT_COLUMNS = ["total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns"]
 

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cgprof.io.trace import column
 from cgprof.metrics import launches as L
 from cgprof.metrics.coverage import (
     StepLaunches,
@@ -70,7 +71,6 @@ from cgprof.metrics.coverage import (
     step_positions,
     window_positions,
 )
-from cgprof.trace import column
 
 #: Median gap between consecutive nodes of a replay (ns), H200 node-level traces.
 NODE_GAP_NS = 420

@@ -71,7 +71,7 @@ class TimelineCut:
     threads     the host threads of the API calls that overlap the window (ascending)
     per_thread  (threads, steps): each thread's calls counted as ``other``
     t1          the end of the cut: the last leading step's end whose ``other`` fits the cap
-    trace       a cgprof.trace.Trace of the rows that overlap ``[t0, t1)`` (its NVTX ranges
+    trace       a cgprof.io.trace.Trace of the rows that overlap ``[t0, t1)`` (its NVTX ranges
                 whole), None: the window's threads x steps were too many to count apart
     capture     the correlation ids of the trace's calls made during stream capture (as the
                 whole trace's calls mark them)

@@ -35,11 +35,11 @@ import plotly.graph_objects as go
 
 from cgprof import schema as S
 from cgprof.diff import DiffResult, RunView, cached_api_calls, seed_api_calls, window_totals
+from cgprof.io.trace import column
 from cgprof.metrics.intervals import arrays_sorted, starts_before
 from cgprof.metrics.launches import api_calls
 from cgprof.metrics.summaries import nvtx_ranges
 from cgprof.metrics.windows import TIMELINE_MAX_CELLS, TimelineCut
-from cgprof.trace import column
 
 __all__ = [
     "DEFAULT_MAX_EVENTS", "DrawWindow", "draw_window", "timeline", "step_times",
@@ -136,7 +136,7 @@ def _ranked(threads: np.ndarray, counts: np.ndarray) -> list[int]:
 
 def _tid_categories(calls: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
     """The thread id of each category of a categorical ``global_tid`` (a big trace's,
-    cgprof.trace.COMPACT) and every call's code (-1: NULL); None when the calls hold
+    cgprof.io.trace.COMPACT) and every call's code (-1: NULL); None when the calls hold
     ``tid`` or their ``global_tid`` is not such a categorical (read ``tid`` then)."""
     gtid = calls["global_tid"] if "tid" not in calls else None
     if gtid is None or not isinstance(gtid.dtype, pd.CategoricalDtype) or (

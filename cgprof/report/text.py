@@ -8,8 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from cgprof.diff import ms_text
-from cgprof.untraced import node_tracing_note
+from cgprof.untraced import ms_text, node_tracing_note
 
 HEAD_TAIL = 3  # steps shown at each end of the step table
 CANDIDATES_SHOWN = 3  # step candidates listed after the chosen one

@@ -6,15 +6,15 @@ The first analysis of a trace reads it (SQLite through DuckDB) and writes what i
 read the Parquet files and never open SQLite.
 
 The six activity tables (kernels, CUDA API calls, copies, memsets, syncs, graph replays) are
-stored as the :class:`~cgprof.trace.Trace` frames the first run built from them (sorted,
+stored as the :class:`~cgprof.io.trace.Trace` frames the first run built from them (sorted,
 names resolved to categorical codes, ``pid`` split; the kernels and API calls as a loaded
 Trace holds them, without the columns it derives on demand and with its few-valued columns
-as codes: cgprof.trace.DERIVED, COMPACT), as ``TABLE.frame.parquet``: a cached load reads
-them back as they are (:func:`frame_to_arrow`/:func:`read_frame`) and redoes none of that
-work, except for the columns that follow cheaply from others (the copies' ``end_ns``, the
-runtime's ``pid`` and version-stripped names), which are made again rather than stored.
-The other tables (strings, NVTX, metadata) are stored as the nsys columns read; NVTX also
-as its frame when every value of it can be stored exactly.
+as codes: cgprof.io.trace.DERIVED, COMPACT), as ``TABLE.frame.parquet``: a cached load reads
+them back as they are (:mod:`cgprof.io.framestore`) and redoes none of that work, except for
+the columns that follow cheaply from others (the copies' ``end_ns``, the runtime's ``pid``
+and version-stripped names), which are made again rather than stored. The other tables
+(strings, NVTX, metadata) are stored as the nsys columns read; NVTX also as its frame when
+every value of it can be stored exactly.
 
 Entries are keyed by the trace's size, its mtime and a SHA-256 of its first and last
 :data:`PAGE_BYTES` bytes (never a hash of the whole file, which may be GBs), so a changed
@@ -34,12 +34,25 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cgprof import engine as E
 from cgprof import schema as S
 from cgprof import scratch
+from cgprof.io import early as E
+from cgprof.io.dirsource import DirSource
+from cgprof.io.framestore import (
+    FrameLayoutError,
+    _same_column,
+    frame_to_arrow,
+    has_categories,
+    read_frame,
+)
 from cgprof.settings import current, in_context
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cgprof.io.sources import Source
+    from cgprof.io.sqlite import SqliteSource
+
 
 #: Bump when the layout or the columns stored change: old entries are then ignored
 #: (and their key changes too, see :func:`key`). 2: the activity tables as Trace frames.
@@ -134,7 +147,7 @@ def lookup(path: Path, part: str | None = None) -> CachedSource | None:
     return CachedSource(entry, tables, path, frames, suffix)
 
 
-class CachedSource(E.DirSource):
+class CachedSource(DirSource):
     """A cache entry; ``path`` stays the trace's own path for messages. ``suffix``: its
     tables' files, Parquet or (a small export's forked reader wrote them) Arrow."""
 
@@ -165,215 +178,10 @@ class CachedSource(E.DirSource):
         return None if layout is None else read_frame(self, table, layout, rebuild)
 
 
-# ---------------------------------------------------------------------------------------
-# Trace frames <-> Parquet: each column as Arrow, its pandas dtype in the manifest
-
 #: nsys tables whose Trace frame is stored (instead of the nsys columns it was built from).
 FRAME_TABLES = (S.KERNEL, S.RUNTIME, S.MEMCPY, S.MEMSET, S.SYNC, S.GRAPH_TRACE)
 #: nsys tables whose frame is stored when it can be, besides their nsys columns (strings).
 OPTIONAL_FRAME_TABLES = (S.NVTX,)
-
-
-class FrameLayoutError(ValueError):
-    """A frame column of a kind :func:`frame_to_arrow` does not store."""
-
-
-def frame_to_arrow(df: Any, rebuilt: Any = ()) -> tuple[Any, list[list[Any]], Any]:
-    """``df`` as (Arrow table, layout, categories table); the columns in ``rebuilt`` are left
-    out (kind ``rebuilt``: made again from the others when read).
-
-    layout: one ``[column, kind]`` per column, in order; kind is ``int64`` / ``bool``
-    (numpy), ``Int64`` (pandas nullable: Arrow nulls), ``object`` / ``object-nan`` (str
-    values, missing ones None / float NaN), ``str`` (pandas' string dtype, no missing
-    value), ``category-int64`` (the codes of a categorical of int64 values, its categories
-    written as text in the categories table), ``category:DTYPE`` (the integer codes; the
-    categories, of pandas dtype DTYPE,
-    are rows of the categories table: ``column``, ``value``), or ``constant:int64:VALUE`` /
-    ``constant:Int64:null`` (one value in every row, not in the file: an int64 column that
-    is a :func:`cgprof.trace.constant_view`, an Int64 column all <NA>; read back as one;
-    10M kernels: two 80 MB columns neither copied into Arrow nor decoded). Raises
-    :class:`FrameLayoutError` for anything else, so that a frame is stored exactly or not at
-    all."""
-    import numpy as np
-    import pandas as pd
-    import pyarrow as pa
-
-    if not df.index.equals(pd.RangeIndex(len(df))):
-        raise FrameLayoutError("index is not 0..n-1")
-    constant = {c: _constant_kind(df[c]) for c in df.columns if c not in rebuilt}
-    constant = {c: k for c, k in constant.items() if k is not None}
-    if len(constant) + len(rebuilt) >= len(df.columns):  # the file keeps the row count
-        constant = {}
-    arrays, layout, cat_cols, cat_values = [], [], [], []
-    for c in df.columns:
-        col = df[c]
-        dtype = col.dtype
-        if c in rebuilt:
-            layout.append([c, "rebuilt"])
-        elif c in constant:
-            layout.append([c, constant[c]])
-        elif isinstance(dtype, pd.CategoricalDtype) and dtype.categories.dtype == np.int64 and (
-                not dtype.ordered):  # a Trace's compacted column (cgprof.trace.COMPACT)
-            arrays.append(pa.array(col.cat.codes.to_numpy()))
-            layout.append([c, "category-int64"])
-            cat_cols += [c] * len(dtype.categories)
-            cat_values += [str(int(v)) for v in dtype.categories]
-        elif isinstance(dtype, pd.CategoricalDtype):
-            cats = dtype.categories
-            if dtype.ordered or not all(isinstance(v, str) for v in cats) or (
-                    pd.api.types.pandas_dtype(str(cats.dtype)) != cats.dtype):
-                raise FrameLayoutError(f"{c}: categories other than unordered strings")
-            arrays.append(pa.array(col.cat.codes.to_numpy()))
-            layout.append([c, f"category:{cats.dtype}"])
-            cat_cols += [c] * len(cats)
-            cat_values += list(cats)
-        elif dtype == np.int64 or dtype == np.bool_:
-            arrays.append(pa.array(col.to_numpy()))
-            layout.append([c, str(dtype)])
-        elif isinstance(dtype, pd.Int64Dtype):
-            arr = col.array
-            arrays.append(pa.array(arr.to_numpy(dtype=np.int64, na_value=0),
-                                   mask=arr.isna()))
-            layout.append([c, "Int64"])
-        elif dtype == np.dtype(object) and _object_kind(col) is not None:
-            arrays.append(pa.array([v if isinstance(v, str) else None for v in col],
-                                   type=pa.string()))
-            layout.append([c, _object_kind(col)])
-        elif isinstance(dtype, pd.StringDtype) and dtype == pd.api.types.pandas_dtype(
-                str(dtype)) and not col.isna().any():
-            arrays.append(pa.array(list(col), type=pa.string()))
-            layout.append([c, str(dtype)])
-        else:
-            raise FrameLayoutError(f"{c}: dtype {dtype} is not stored")
-    cats_tbl = pa.table({"column": pa.array(cat_cols, type=pa.string()),
-                         "value": pa.array(cat_values, type=pa.string())})
-    names = stored_columns(layout)
-    return pa.Table.from_arrays(arrays, names=names), layout, cats_tbl
-
-
-def _constant_kind(col: Any) -> str | None:
-    """The ``constant:`` layout kind of a column that holds one value as a constant view (an
-    int64 stride-0 column, or an Int64 column of two or more rows, all <NA>), else None."""
-    import numpy as np
-    import pandas as pd
-
-    if len(col) < 2:
-        return None
-    if col.dtype == np.int64:
-        a = col.to_numpy()
-        return f"constant:int64:{int(a[0])}" if a.strides == (0,) else None
-    if isinstance(col.dtype, pd.Int64Dtype) and not col.count():
-        return "constant:Int64:null"
-    return None
-
-
-def stored_columns(layout: list[list[Any]]) -> list[str]:
-    """The columns of a frame layout that are in its Parquet file."""
-    return [c for c, kind in layout if kind != "rebuilt" and not kind.startswith("constant:")]
-
-
-def arrow_to_frame(tbl: Any, layout: list[list[Any]], cats_tbl: Any,
-                   rebuild: Any = None) -> Any:
-    """The frame :func:`frame_to_arrow` stored: same columns, dtypes, values, RangeIndex.
-
-    Integer columns are numpy views of Arrow's buffers where they can be (no copy). Columns
-    of kind ``rebuilt`` come from ``rebuild(frame of the stored columns)`` (a dict)."""
-    import numpy as np
-    import pandas as pd
-
-    cats: dict[str, list[str]] = {}
-    if cats_tbl is not None and cats_tbl.num_rows:
-        for c, v in zip(cats_tbl.column("column").to_pylist(),
-                        cats_tbl.column("value").to_pylist(), strict=True):
-            cats.setdefault(c, []).append(v)
-    data: dict[str, Any] = {}
-    for c, kind in layout:
-        if kind == "rebuilt":
-            continue
-        if kind.startswith("constant:"):
-            data[c] = _constant_column(kind, tbl.num_rows)
-            continue
-        col = tbl.column(c)
-        if kind in ("object", "object-nan"):
-            values = np.array(col.to_pylist(), dtype=object)
-            if kind == "object-nan":
-                values[pd.isna(values)] = np.nan
-            data[c] = pd.Series(values, dtype=object)
-        elif kind in ("str", "string"):
-            data[c] = pd.Series(col.to_pylist(), dtype=kind)
-        elif kind == "Int64":
-            data[c] = pd.arrays.IntegerArray(*E.int64_values_and_mask(col))
-        elif kind.startswith("category:"):
-            dtype = pd.CategoricalDtype(pd.Index(cats.get(c, []), dtype=kind[9:]))
-            data[c] = pd.Categorical.from_codes(col.to_numpy(), dtype=dtype)
-        elif kind == "category-int64":
-            dtype = pd.CategoricalDtype(pd.Index([int(v) for v in cats.get(c, [])],
-                                                 dtype=np.int64))
-            data[c] = pd.Categorical.from_codes(col.to_numpy(), dtype=dtype)
-        else:
-            data[c] = col.to_numpy()
-            if data[c].dtype != np.dtype(kind):
-                raise FrameLayoutError(f"{c}: {data[c].dtype} stored, {kind} expected")
-    df = pd.DataFrame(data, copy=False)
-    if len(data) == len(layout):
-        return df
-    if rebuild is None:
-        raise FrameLayoutError("columns to rebuild, and no way to")
-    made = rebuild(df)
-    return pd.DataFrame({c: df[c] if c in data else made[c] for c, _ in layout}, copy=False)
-
-
-def _constant_column(kind: str, n: int) -> Any:
-    """The column of a ``constant:`` layout kind, ``n`` rows, as a constant view."""
-    import numpy as np
-    import pandas as pd
-
-    _, dtype, value = kind.split(":", 2)
-    if dtype == "int64":
-        return np.broadcast_to(np.array(int(value), dtype=np.int64), (n,))
-    if dtype == "Int64" and value == "null":
-        return pd.arrays.IntegerArray(np.broadcast_to(np.zeros(1, dtype=np.int64), (n,)),
-                                      np.broadcast_to(np.ones(1, dtype=bool), (n,)))
-    raise FrameLayoutError(f"unknown layout kind {kind}")
-
-
-def _same_column(a: Any, b: Any) -> bool:
-    """Two Series hold the same values with the same dtype (categories in the same order)."""
-    import pandas as pd
-
-    b = b if isinstance(b, pd.Series) else pd.Series(b)
-    if a.dtype != b.dtype or len(a) != len(b):
-        return False
-    if isinstance(a.dtype, pd.CategoricalDtype):
-        return bool(a.cat.categories.equals(b.cat.categories)
-                    and (a.cat.codes.to_numpy() == b.cat.codes.to_numpy()).all())
-    return bool(a.reset_index(drop=True).equals(b.reset_index(drop=True)))
-
-
-def _object_kind(col: Any) -> str | None:
-    """``object`` (str or None values), ``object-nan`` (str or NaN), else None."""
-    missing = {type(v) for v in col if not isinstance(v, str)}
-    if not missing or missing == {type(None)}:
-        return "object"
-    if missing == {float} and all(v != v for v in col if not isinstance(v, str)):
-        return "object-nan"
-    return None
-
-
-def has_categories(layout: list[list[Any]]) -> bool:
-    """Whether a frame layout has a categories table (``category:DTYPE`` or
-    ``category-int64`` columns)."""
-    return any(kind.startswith("category") for _, kind in layout)
-
-
-def read_frame(src: E.DirSource, table: str, layout: list[list[Any]],
-               rebuild: Any = None) -> Any:
-    """The stored frame of ``table`` in the entry ``src`` reads."""
-    tbl = src.read(f"{table}.frame", stored_columns(layout))
-    cats_tbl = None
-    if has_categories(layout):
-        cats_tbl = src.read(f"{table}.categories", ["column", "value"])
-    return arrow_to_frame(tbl, layout, cats_tbl, rebuild)
 
 
 def discard(entry: Path) -> None:
@@ -438,7 +246,7 @@ class Pending:
             return
         rebuilt: list[str] = []
         if rebuild is not None and len(df):
-            made = rebuild(df)  # (cgprof.trace's makes each column when looked up)
+            made = rebuild(df)  # (cgprof.io.frames' makes each column when looked up)
             rebuilt = [c for c in made if c in df.columns and _same_column(df[c], made[c])]
         try:
             tbl, layout, cats = frame_to_arrow(df, rebuilt)
@@ -483,7 +291,7 @@ class Pending:
         return _finish(self.path, self.tmp, tables, self.frames, self.part)
 
     def commit_columns(self, tables: dict[str, list[str]]) -> Path | None:
-        """Commit an entry of nsys columns only, no frame (cgprof.trace.spill_tables'
+        """Commit an entry of nsys columns only, no frame (cgprof.io.loader.spill_tables'
         spooled into it: a run that read the trace a chunk at a time, within the memory
         cap, never held the whole frames to store)."""
         if self.failed:
@@ -493,65 +301,6 @@ class Pending:
 
     def abort(self) -> None:
         discard(self.tmp)
-
-
-def prefetch(path: str | os.PathLike[str]) -> None:
-    """Open the trace at ``path`` and start reading its two big tables (kernels, CUDA API
-    calls) in threads, before the caller imports the analysis: pandas and the metrics take
-    ~0.3 s to import, while DuckDB and Arrow read without the GIL. From the cache entry
-    when there is one, else from the SQLite export (a small one on Linux: every table the
-    load reads, by a forked process, :meth:`cgprof.engine.SqliteSource.read_ahead_early`,
-    so that importing DuckDB is not done here either). The load takes the source
-    (:func:`cgprof.engine.take_early`); :func:`cgprof.engine.drop_early` closes one no load
-    took. Never raises: a file that is not a readable trace is left for the load to report.
-    """
-    try:
-        path = Path(path)
-        if not path.is_file():
-            return
-        cached = lookup(path) if enabled() else None
-        src: E.Source | None = cached
-        if cached is not None:
-            for table in (S.KERNEL, S.RUNTIME):
-                layout = cached.frames.get(table)
-                if layout:
-                    cached.read_ahead(f"{table}.frame", stored_columns(layout))
-            # and every other file the load reads (one each): the reads leave the load, whose
-            # file reads took ~10 ms after the imports (ResNet-18: 11 small Parquet files)
-            for table, layout in cached.frames.items():
-                if has_categories(layout):  # as read_frame reads it
-                    cached.read_ahead(f"{table}.categories", ["column", "value"])
-                cached.read_ahead(f"{table}.frame", stored_columns(layout))
-            for table, columns in cached.load_reads(info=True):  # as the load asks
-                cached.read_ahead(table, columns)
-        elif path.suffix.lower() != ".nsys-rep":
-            sqlite = E.open_sqlite_early(path)
-            if sqlite is not None:
-                _read_ahead_early(path, sqlite)
-            return
-        if src is not None:
-            E.keep_early(path, src)
-    except Exception:  # the load reads it again, and says what is wrong
-        return
-
-
-def _read_ahead_early(path: Path, src: E.SqliteSource) -> None:
-    """:func:`prefetch` of an SQLite export: its reads started (into a new cache entry when
-    the cache is on: the forked reader's files are the entry, :func:`commit_forked`) and
-    the source kept for the load. Raising (Ctrl-C's KeyboardInterrupt, a failure), it
-    leaves neither the source nor the entry's folder."""
-    pending: Pending | None = None
-    try:
-        pending = begin(path) if enabled() else None
-        if not src.read_ahead_early(None if pending is None else pending.tmp) and (
-                pending is not None):
-            pending.abort()
-        E.keep_early(path, src)
-    except BaseException:
-        src.close()
-        if pending is not None:
-            pending.abort()
-        raise
 
 
 #: Entries being written by a thread (:func:`write_later`), and whether a load may do so.
@@ -581,7 +330,8 @@ def background_writes() -> Any:
 
 def writing_in_background(func: Any) -> Any:
     """Decorator: ``func`` runs inside :func:`background_writes` (the CLI's commands), and
-    the sources it :func:`prefetch`-ed but did not load are closed when it returns."""
+    the sources it :func:`cgprof.io.prefetch.prefetch`-ed but did not load are closed when it
+    returns."""
     import functools
 
     @functools.wraps(func)
@@ -623,7 +373,7 @@ def write_later(pending: Pending, trace: Any, rebuild: Any,
 
 def add_frames(entry: Path, path: Path, trace: Any, rebuild: Any) -> None:
     """Store ``trace``'s frames (of the trace at ``path``) in ``entry``, an entry of nsys
-    columns only (cgprof.trace.spill_tables', written by a run within the memory cap), and
+    columns only (cgprof.io.loader.spill_tables', written by a run within the memory cap), and
     list them in its manifest: then it is the entry a whole first load writes. From a
     thread within :func:`background_writes`, as a first load's entry is written; a failure
     costs only speed."""
@@ -722,7 +472,7 @@ def trace_frames(trace: Any) -> dict[str, Any]:
             S.NVTX: trace.nvtx}
 
 
-def store(path: Path, src: E.Source, trace: Any) -> Path | None:
+def store(path: Path, src: Source, trace: Any) -> Path | None:
     """Write what ``src`` read (its ``reads``) and ``trace``'s frames as a new cache entry for
     ``path``; None if it cannot be written (then the analysis goes on without it)."""
     pending = begin(path)
@@ -734,10 +484,10 @@ def store(path: Path, src: E.Source, trace: Any) -> Path | None:
     return pending.commit(src.tables)
 
 
-def commit_forked(path: Path, src: E.SqliteSource) -> Path | None:
+def commit_forked(path: Path, src: SqliteSource) -> Path | None:
     """Commit the folder ``src``'s forked reader wrote every table the load read into
-    (:func:`prefetch`) as ``path``'s entry, of Arrow files; None when there is none (its
-    reader failed or was not forked: the folder is removed with ``src``)."""
+    (:func:`cgprof.io.prefetch.prefetch`) as ``path``'s entry, of Arrow files; None when there
+    is none (its reader failed or was not forked: the folder is removed with ``src``)."""
     folder = src.forked_entry()
     if folder is None:
         return None
@@ -815,7 +565,7 @@ def clear() -> int:
 def temp_folder(label: str) -> Iterator[Path]:
     """A temporary folder in the cache folder (in the system's temporary folder when the
     cache is off or cannot be made), removed at the end: where a run writes a trace's
-    tables apart once for its ranks or chunks to read (cgprof.engine.Spill, TableSpill)."""
+    tables apart once for its ranks or chunks to read (cgprof.io.spill.Spill, TableSpill)."""
     folder: Path | None = None
     if enabled():
         with contextlib.suppress(OSError):  # (a cache that cannot be written: the system's)

@@ -1,6 +1,6 @@
 """Semantic checks on an nsys export: refuse a trace whose tables contradict each other.
 
-The loader (:mod:`cgprof.trace`) reads whatever tables exist; nsys creates a table only when
+The loader (:mod:`cgprof.io.loader`) reads whatever tables exist; nsys creates a table only when
 it captured such events, so a missing table normally means "none happened". A damaged or
 cut-down export breaks that rule, and analysing it would print a meaningless result as if
 it were one ("GPU busy 0%" when the kernel table is gone). These checks say so instead, in
@@ -8,7 +8,7 @@ one line that names the file:
 
 * :func:`check_tables` (before reading): the names table ``StringIds`` is missing although
   the event tables refer to it;
-* :func:`validate` (after reading, on the :class:`~cgprof.trace.Trace`):
+* :func:`validate` (after reading, on the :class:`~cgprof.io.trace.Trace`):
 
   - GPU activity (kernels, copies, memsets, replays) but no CUDA API table: without the
     launch calls nothing can be said about launch overhead;
@@ -28,7 +28,7 @@ like any other row, as ``nsys stats`` counts them (a union of busy intervals is 
 them); unterminated NVTX ranges (NULL end) are kept, as nsys keeps them.
 
 Only :mod:`cgprof.schema` and :mod:`cgprof.errors` are imported here: the checks run inside
-``trace.load`` and must not depend on the metrics built on top of it.
+``loader.load`` and must not depend on the metrics built on top of it.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from cgprof import schema as S
 from cgprof.errors import TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cgprof.trace import Trace
+    from cgprof.io.trace import Trace
 
 #: Event tables whose name columns are ids into StringIds.
 _NAMED_TABLES = (S.KERNEL, S.RUNTIME)
@@ -52,7 +52,7 @@ _NAMED_TABLES = (S.KERNEL, S.RUNTIME)
 class DamagedColumn(Exception):
     """Raised by the loader for a value no nsys export holds; ``load`` adds the file name.
 
-    Not a :class:`CgprofError`: it never leaves ``trace.load``.
+    Not a :class:`CgprofError`: it never leaves ``loader.load``.
     """
 
     def __init__(self, table: str, column: str, what: str) -> None:
@@ -119,7 +119,7 @@ def _check_gpu_processes(trace: Trace, part: bool = False) -> None:
     """GPU rows belong to processes that made CUDA API calls: a kernel, copy or memset is
     launched by a call of its own process. A row whose process made none (a NULL or mangled
     globalPid) would otherwise become a rank of its own with work nobody launched.
-    ``part``: the trace is some processes' rows of a file (cgprof.trace.load_part), whose
+    ``part``: the trace is some processes' rows of a file (cgprof.io.loader.load_part), whose
     other processes may have made calls: GPU rows without a call of their own are refused
     there even when the part has no call at all."""
     rt = trace.runtime
