@@ -2,7 +2,7 @@
 
 Skipped without CUDA (CI has no GPU). World size 1 runs in this process (the process
 group is started and torn down by each `run_ddp`); world size 2 needs two GPUs and runs
-`torchrun --nproc-per-node 2` as a subprocess. Numerics in true fp32 (`graphs.fp32_strict`).
+`torchrun --nproc-per-node 2` as a subprocess. Numerics in true fp32 (`capture.fp32_strict`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cgprof.runners import RunConfig, graphs  # noqa: E402
+from cgprof.runners import RunConfig, capture  # noqa: E402
 from cgprof.runners.ddp import ASYNC_ERROR_HANDLING, DDP_WARMUP_ITERS, run_ddp  # noqa: E402
 
 pytestmark = [
@@ -43,7 +43,7 @@ def world_of_one(monkeypatch):
 @pytest.mark.parametrize("name", ["mlp", "resnet18", "transformer"])
 def test_nccl_world_of_one_graphed_gives_the_eager_loss_curve(world_of_one, name):
     cfg = RunConfig("train", name, mode="both", steps=20, warmup=0, device="cuda")
-    with graphs.fp32_strict():
+    with capture.fp32_strict():
         result = run_ddp(cfg)
     assert (result.world_size, result.backend) == (1, "nccl")
     (run,) = result.ranks

@@ -30,7 +30,7 @@ from torch import nn  # noqa: E402
 
 from cgprof import mark  # noqa: E402
 from cgprof.errors import RunnerError  # noqa: E402
-from cgprof.runners import RunConfig, format_table, graphs, models, run_workload  # noqa: E402
+from cgprof.runners import RunConfig, capture, format_table, graphs, models, run_workload  # noqa: E402
 from cgprof.runners.results import ModeResult, RunResult, max_rel_diff  # noqa: E402
 from cgprof.runners.timing import summarize, throughput_per_s  # noqa: E402
 
@@ -408,17 +408,17 @@ def test_loss_log_must_be_a_1d_float_tensor():
 
 def test_static_buffer_keeps_the_callers_layout():
     nhwc = torch.randn(4, 3, 8, 8).contiguous(memory_format=torch.channels_last)
-    buf = graphs.static_buffer(nhwc)
+    buf = capture.static_buffer(nhwc)
     assert buf.shape == nhwc.shape and buf.stride() == nhwc.stride()
     assert not buf.is_contiguous() and bool((buf == 0).all())
-    padded = graphs.static_buffer(nhwc[:1], rows=2)
+    padded = capture.static_buffer(nhwc[:1], rows=2)
     assert padded.shape == (2, 3, 8, 8)
     assert padded.is_contiguous(memory_format=torch.channels_last)
     assert padded[:1].stride() == nhwc[:1].stride()  # copy_in stays a same-layout copy
-    assert graphs.static_buffer(torch.randn(4, 3, 8, 8)).is_contiguous()
-    assert graphs.static_buffer(torch.randn(5, 16), rows=8).shape == (8, 16)
+    assert capture.static_buffer(torch.randn(4, 3, 8, 8)).is_contiguous()
+    assert capture.static_buffer(torch.randn(5, 16), rows=8).shape == (8, 16)
     # a non-dense input (a column slice) gets a contiguous buffer
-    assert graphs.static_buffer(torch.randn(4, 32)[:, ::2]).is_contiguous()
+    assert capture.static_buffer(torch.randn(4, 32)[:, ::2]).is_contiguous()
 
 
 @contextlib.contextmanager
@@ -543,15 +543,15 @@ def test_graphed_train_step_checks():
 
 
 def test_buckets():
-    assert graphs.default_buckets(1) == [1]
-    assert graphs.default_buckets(12) == [1, 2, 4, 8, 12]
-    assert graphs.default_buckets(16) == [1, 2, 4, 8, 16]
+    assert capture.default_buckets(1) == [1]
+    assert capture.default_buckets(12) == [1, 2, 4, 8, 12]
+    assert capture.default_buckets(16) == [1, 2, 4, 8, 16]
     b = [1, 2, 4, 8]
-    assert [graphs.bucket_for(n, b) for n in (1, 2, 3, 4, 5, 8, 9)] == [1, 2, 4, 4, 8, 8, None]
-    assert graphs.check_buckets([8, 1, 4]) == [1, 4, 8]
+    assert [capture.bucket_for(n, b) for n in (1, 2, 3, 4, 5, 8, 9)] == [1, 2, 4, 4, 8, 8, None]
+    assert capture.check_buckets([8, 1, 4]) == [1, 4, 8]
     for bad in ([], [0, 2], [2, 2]):
         with pytest.raises(RunnerError, match="buckets must be distinct positive batch sizes"):
-            graphs.check_buckets(bad)
+            capture.check_buckets(bad)
 
 
 def test_bucketed_inference_pads_slices_and_counts(caplog):
@@ -641,7 +641,7 @@ def test_warns_once_when_recapture_cancels_the_benefit(caplog):
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="cgprof.runners"):
         bucketed = graphs.GraphedInference(
-            model, buckets=graphs.default_buckets(30), backend=SimulatedBackend()
+            model, buckets=capture.default_buckets(30), backend=SimulatedBackend()
         )
         for n in sizes:
             bucketed(torch.randn(n, 16))

@@ -1,7 +1,7 @@
 """Real CUDA-graph capture on a GPU: graphed == eager, fallback, buckets, shared pool, NVTX.
 
 Skipped without CUDA (CI has no GPU); run on the device and paste the output into the note.
-Numerics are compared in true fp32 (no TF32, deterministic cuDNN: `graphs.fp32_strict`).
+Numerics are compared in true fp32 (no TF32, deterministic cuDNN: `capture.fp32_strict`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from cgprof import mark  # noqa: E402
-from cgprof.runners import RunConfig, graphs, models, run_workload  # noqa: E402
+from cgprof.runners import RunConfig, capture, graphs, models, run_workload  # noqa: E402
 from cgprof.runners.results import max_rel_diff  # noqa: E402
 
 pytestmark = [
@@ -27,7 +27,7 @@ pytestmark = [
 
 @pytest.fixture(autouse=True)
 def strict_fp32():
-    with graphs.fp32_strict():
+    with capture.fp32_strict():
         yield
 
 

@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 from test_runners_cpu import SimulatedBackend, nvtx_ranges, render  # noqa: E402,F401
 
 from cgprof.errors import RunnerError  # noqa: E402
-from cgprof.runners import graphs, models  # noqa: E402
+from cgprof.runners import capture, models  # noqa: E402
 from cgprof.runners.serve import POOL_ROWS, LevelRecord, run_serve  # noqa: E402
 from cgprof.runners.serving import (  # noqa: E402
     LevelResult,
@@ -74,8 +74,8 @@ def check_answers(
             # padding changes GEMM shapes, hence the tolerance
             torch.testing.assert_close(got, expect, rtol=rtol, atol=atol)
             if rec.mode == "graph":
-                buckets = graphs.default_buckets(cfg.max_batch)
-                assert b.bucket == graphs.bucket_for(len(b.rids), buckets)
+                buckets = capture.default_buckets(cfg.max_batch)
+                assert b.bucket == capture.bucket_for(len(b.rids), buckets)
             else:
                 assert b.bucket == len(b.rids)
 

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from test_serve import check_answers  # noqa: E402
 
-from cgprof.runners import graphs  # noqa: E402
+from cgprof.runners import capture  # noqa: E402
 from cgprof.runners.serve import LevelRecord, run_serve  # noqa: E402
 from cgprof.runners.serving import ServeConfig, format_serve_table  # noqa: E402
 
@@ -26,7 +26,7 @@ def test_graph_buckets_answer_each_client_with_its_rows(model, size):
     cfg = ServeConfig(model=model, size=size, device="cuda", mode="both", clients=(1, 8),
                       max_batch=8, duration_s=0.5, warmup_s=0.2, keep_rows=True)
     records: list[LevelRecord] = []
-    with graphs.fp32_strict():
+    with capture.fp32_strict():
         result = run_serve(cfg, records=records)
         for rec in records:
             # the reference runs on the GPU too (resnet18: channels-last, as the server runs it)

@@ -69,7 +69,7 @@ except ImportError as exc:  # pragma: no cover - torch is an optional extra
         "the runners need PyTorch, which is not installed: pip install 'cgprof[runners]'"
     ) from exc
 
-from cgprof.runners import graphs, models, workloads
+from cgprof.runners import capture, graphs, models, workloads
 
 #: DDP-enabled eager iterations before a capture (PyTorch's advice for DDP: 11).
 DDP_WARMUP_ITERS = 11
@@ -400,13 +400,13 @@ def _train(
         models.build_model(cfg.model, cfg.size, seed=cfg.seed), device, layout
     )
     graphed = mode == "graph"
-    capture: graphs.CaptureBackend | None = None
+    backend: capture.CaptureBackend | None = None
     side: Any = None
     if graphed:
-        capture = (
-            backend_factory() if backend_factory is not None else graphs.CudaGraphBackend(device)
+        backend = (
+            backend_factory() if backend_factory is not None else capture.CudaGraphBackend(device)
         )
-        side = getattr(capture, "side_stream", None)
+        side = getattr(backend, "side_stream", None)
     with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
         ddp = DistributedDataParallel(
             model,
@@ -441,7 +441,7 @@ def _train(
             optimizer,
             warmup_iters=cfg.graph_warmup_iters,
             loss_log=loss_log,
-            backend=capture,
+            backend=backend,
         )
     else:
         step = graphs.EagerTrainStep(ddp, loss_fn, optimizer, loss_log=loss_log)

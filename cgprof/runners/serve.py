@@ -59,7 +59,7 @@ import numpy as np
 
 from cgprof import mark
 from cgprof.errors import RunnerError
-from cgprof.runners import loadgen
+from cgprof.runners import capture, loadgen
 from cgprof.runners.serving import LevelResult, ServeConfig, ServeResult
 
 try:
@@ -74,7 +74,7 @@ from cgprof.runners import graphs, models
 #: Distinct input rows the requests pick from.
 POOL_ROWS = 256
 
-BackendFactory = Callable[[], graphs.CaptureBackend]
+BackendFactory = Callable[[], capture.CaptureBackend]
 
 
 @dataclass
@@ -156,7 +156,7 @@ def run_serve(
         torch_version=torch.__version__,
         open_loop=cfg.open_loop,
         max_batch=cfg.max_batch,
-        buckets=graphs.default_buckets(cfg.max_batch),
+        buckets=capture.default_buckets(cfg.max_batch),
         max_wait_ms=cfg.max_wait_ms,
         duration_s=cfg.duration_s,
         warmup_s=cfg.warmup_s,
@@ -279,7 +279,7 @@ class _Server:
         if channels_last:
             model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.model = model.eval()
-        self.buckets = graphs.default_buckets(cfg.max_batch)
+        self.buckets = capture.default_buckets(cfg.max_batch)
         self.infer: graphs.EagerInference | graphs.GraphedInference
         if mode == "graph":
             kwargs: dict[str, Any] = (
@@ -323,7 +323,7 @@ class _Server:
         self.batch_index += 1
         bucket = n
         if isinstance(self.infer, graphs.GraphedInference):
-            bucket = graphs.bucket_for(n, self.buckets) or n
+            bucket = capture.bucket_for(n, self.buckets) or n
         events = None
         with mark.step(idx), mark.region("batch", n):
             start = time.perf_counter_ns()

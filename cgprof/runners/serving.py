@@ -53,7 +53,7 @@ class ServeConfig:
         clients: closed-loop levels (number of concurrent clients each).
         rates_qps: open-loop levels (Poisson arrival rates); when given, ``clients`` is unused.
         max_batch: most requests per batch; graph buckets are the powers of two below it
-            and it (:func:`~cgprof.runners.graphs.default_buckets`).
+            and it (:func:`~cgprof.runners.capture.default_buckets`).
         max_wait_ms: how long the server waits, after the first request of a batch, for more.
         duration_s, warmup_s: measured and unmeasured seconds of load per level.
         think_ms: closed loop: a client's pause between an answer and its next request.

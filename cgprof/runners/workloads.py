@@ -51,13 +51,13 @@ except ImportError as exc:  # pragma: no cover - torch is an optional extra
         "the runners need PyTorch, which is not installed: pip install 'cgprof[runners]'"
     ) from exc
 
-from cgprof.runners import graphs, models
+from cgprof.runners import capture, graphs, models
 
 #: Distinct synthetic batches cycled through (enough to make the data vary; small enough
 #: to stay cheap on the device even for the Transformer).
 DATA_POOL = 16
 
-BackendFactory = Callable[[], graphs.CaptureBackend]
+BackendFactory = Callable[[], capture.CaptureBackend]
 
 
 def run_workload(config: RunConfig, *, backend_factory: BackendFactory | None = None) -> RunResult:
@@ -237,7 +237,7 @@ def _run_infer(
     requests = [pool[i % len(pool)][: sizes[i]] for i in range(total)]
     serve: graphs.EagerInference | graphs.GraphedInference
     if mode == "graph":
-        buckets = graphs.default_buckets(cfg.batch) if cfg.variable else None
+        buckets = capture.default_buckets(cfg.batch) if cfg.variable else None
         serve = graphs.GraphedInference(
             model,
             buckets=buckets,
@@ -298,7 +298,7 @@ def _mode_result(mode: str, cfg: RunConfig, durations_ns: list[int], samples: in
     )
 
 
-def _copy_stats(out: ModeResult, stats: graphs.GraphStats) -> None:
+def _copy_stats(out: ModeResult, stats: capture.GraphStats) -> None:
     out.captures = stats.captures
     out.replays = stats.replays
     out.recaptures = stats.recaptures
