@@ -34,6 +34,8 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from cgprof.diff_options import STEADY_MODES, slice_text
+from cgprof.diff_verdict import ratio, verdict_lines
 from cgprof.errors import AnalysisError, CgprofError
 from cgprof.io.trace import Trace, column
 from cgprof.metrics import AnalysisResult
@@ -42,11 +44,10 @@ from cgprof.metrics.gap_sinks import GAP_BIN_EDGES_US, GapBins, add_gap_table, e
 from cgprof.metrics.intervals import counts_by_code, sums_by_code
 from cgprof.metrics.launches import FAMILIES, api_calls
 from cgprof.metrics.windows import WindowTotals, extent_ends, name_totals
-from cgprof.untraced import ms_text
 from cgprof.version import DIFF_SCHEMA_VERSION
 
 __all__ = [
-    "DiffResult", "RunView", "diff", "view", "parse_steps", "parse_labels", "parse_modes",
+    "DiffResult", "RunView", "diff", "view",
     "SLOWER_RATIO", "GAP_BIN_EDGES_US", "DIFF_SCHEMA_VERSION",
 ]
 
@@ -261,72 +262,6 @@ class DiffResult:
 
 
 # ---------------------------------------------------------------------------------------
-# option parsing (shared by the CLI and by callers that take strings)
-
-
-def _parse_slice(text: str, option: str) -> slice:
-    parts = text.strip().split(":")
-    bad = CgprofError(
-        f"{option} {text!r}: expected A:B (0-based step positions, B exclusive), e.g. "
-        f"{option} 0:10, or A:B,C:D for baseline and candidate")
-    if len(parts) != 2:
-        raise bad
-    try:
-        lo = int(parts[0]) if parts[0].strip() else None
-        hi = int(parts[1]) if parts[1].strip() else None
-    except ValueError:
-        raise bad from None
-    if (lo is not None and lo < 0) or (hi is not None and hi < 0):
-        raise CgprofError(f"{option} {text!r}: positions must be 0 or more")
-    if lo is not None and hi is not None and hi <= lo:
-        raise CgprofError(f"{option} {text!r}: B must be greater than A (B is exclusive)")
-    return slice(lo, hi)
-
-
-def parse_steps(text: str | None, option: str = "--steps") -> tuple[slice | None, slice | None]:
-    """``"A:B"`` (both runs) or ``"A:B,C:D"`` (baseline, candidate) -> two slices."""
-    if text is None:
-        return None, None
-    parts = text.split(",")
-    if len(parts) == 1:
-        s = _parse_slice(parts[0], option)
-        return s, s
-    if len(parts) == 2:
-        return _parse_slice(parts[0], option), _parse_slice(parts[1], option)
-    raise CgprofError(f"{option} {text!r}: give one window A:B, or two: A:B,C:D")
-
-
-def parse_labels(text: str | None) -> tuple[str, str] | None:
-    """``"eager,graph"`` -> ("eager", "graph")."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 2 or not all(parts):
-        raise CgprofError(f"--labels {text!r}: expected two names, e.g. --labels eager,graph")
-    if parts[0] == parts[1]:
-        raise CgprofError(f"--labels {text!r}: the two labels must differ")
-    return parts[0], parts[1]
-
-
-STEADY_MODES = ("eager", "graph")
-MODES = ("eager", "graph", "warmup", "capture", "all")
-
-
-def parse_modes(text: str | None) -> tuple[str | None, str | None]:
-    """``"eager,graph"`` -> per-run step-mode filters (see the module doc)."""
-    if text is None:
-        return None, None
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) == 1:
-        parts = parts * 2
-    if len(parts) != 2 or not set(parts) <= set(MODES):
-        raise CgprofError(
-            f"--mode {text!r}: expected {', '.join(MODES[:-1])} or all, once or as BASE,CAND "
-            f"(e.g. --mode eager,graph)")
-    return parts[0], parts[1]
-
-
-# ---------------------------------------------------------------------------------------
 # one run
 
 
@@ -365,15 +300,9 @@ def _window_of(table: pd.DataFrame, path: Any, label: str, steps: slice | None,
         what = (f"{mode} steps" if mode and mode != "all" else
                 "steady-state steps" if left_out else "steps")
         raise AnalysisError(
-            f"{label} ({path}): --steps {_fmt_slice(steps)} selects no steps; "
+            f"{label} ({path}): --steps {slice_text(steps)} selects no steps; "
             f"it has {total} {what} (positions 0-{total - 1})")
     return sel.reset_index(drop=True), first, first + len(sel), total, left_out
-
-
-def _fmt_slice(s: slice | None) -> str:
-    if s is None:
-        return ":"
-    return f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
 
 
 #: (id of the object, what) -> (a weak reference to the object, the value made of it).
@@ -711,42 +640,6 @@ def _untraced_headline(result: Any) -> dict[str, float | None]:
     return {"untraced_step_mean_ns": u.mean_ns, "traced_step_mean_ns": u.traced_mean_ns}
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a and b else None
-
-
-def untraced_lines(d: DiffResult, traced: str) -> list[str]:
-    """The headline without the profiler and then ``traced`` (the traced headline), when both
-    runs were timed untraced; a note when one was; ``[traced]`` when neither was."""
-    la, lb = d.labels
-    ha, hb = d.headline["baseline"], d.headline["candidate"]
-    ua, ub = ha.get("untraced_step_mean_ns"), hb.get("untraced_step_mean_ns")
-    if ua is None and ub is None:
-        return [traced]
-    if ua is None or ub is None:
-        timed, other = (la, lb) if ua is not None else (lb, la)
-        return [traced, f"without the profiler: only {timed} was timed untraced, so the "
-                        f"speedup above is the profiler's (record {other} with cgprof record "
-                        "--untraced)"]
-    ta, tb = ha["traced_step_mean_ns"], hb["traced_step_mean_ns"]
-    s = _ratio(ua, ub)
-    if s is None or abs(s - 1) < 0.005:
-        how = "takes the same time per step as"
-    else:
-        how = f"is {s:.2f}x faster per step than" if s >= 1 else \
-            f"is {1 / s:.2f}x slower per step than"
-    return [f"{lb} {how} {la} without the profiler: {ms_text(ua)} -> {ms_text(ub)} (mean, "
-            "untraced runs of the analysis windows)",
-            f"under the profiler: {traced} (the same steps' means: {ms_text(ta)} -> "
-            f"{ms_text(tb)}, {_times(_ratio(ta, tb))})"]
-
-
-def _times(s: float | None) -> str:
-    if s is None:
-        return "n/a"
-    return f"{s:.2f}x faster" if s >= 1 else f"{1 / s:.2f}x slower"
-
-
 def compare(a: RunView, b: RunView) -> DiffResult:
     """The :class:`DiffResult` of two views (:func:`view`; :func:`diff` is both steps)."""
     labels = (a.label, b.label)
@@ -754,7 +647,7 @@ def compare(a: RunView, b: RunView) -> DiffResult:
     speedup = (ha["step_p50_ns"] / hb["step_p50_ns"]
                if ha["step_p50_ns"] and hb["step_p50_ns"] else None)
     headline = {"speedup": speedup, "baseline": ha, "candidate": hb,
-                "untraced_speedup": _ratio(ha["untraced_step_mean_ns"],
+                "untraced_speedup": ratio(ha["untraced_step_mean_ns"],
                                            hb["untraced_step_mean_ns"])}
     work = work_check(a, b)
     d = DiffResult(labels=labels, baseline=a, candidate=b, headline=headline,
@@ -874,84 +767,6 @@ def work_check(a: RunView, b: RunView) -> pd.DataFrame:
     for c in ("base_per_step", "cand_per_step", "base_avg_ns", "cand_avg_ns", "avg_ratio"):
         df[c] = df[c].astype("Float64")
     return df
-
-
-def _us(ns: float | None) -> str:
-    return "n/a" if ns is None else f"{ns / 1000:.1f} us"
-
-
-def _num(v: float | None, fmt: str = "{:.0f}") -> str:
-    return "n/a" if v is None else fmt.format(v)
-
-
-def work_summary(d: DiffResult) -> str:
-    """'16 kernels per step, same in both' / '2 missing, 1 slower' / 'unknown (...)'."""
-    w = d.work
-    if w.empty:
-        return "no kernels in either window"
-    counts = w["status"].value_counts()
-    problems = [f"{int(counts[s])} {s}" for s in ("missing", "extra", "fewer", "more", "slower")
-                if s in counts]
-    unknown = int(counts.get("unknown", 0))
-    parts = problems[:]
-    if unknown:
-        hidden = [v.label for v in d.views if v.hidden_steps]
-        parts.append(f"{unknown} unknown (replayed kernels not in the "
-                     f"{' and '.join(hidden)} trace: graph-granularity)")
-    if not parts:
-        return f"same kernels per step in both ({len(w)} kernel names)"
-    return ", ".join(parts) + f" of {len(w)} kernel names"
-
-
-def verdict_lines(d: DiffResult) -> list[str]:
-    """The verdict in words; the first line is the headline."""
-    la, lb = d.labels
-    ha, hb = d.headline["baseline"], d.headline["candidate"]
-    s = d.headline["speedup"]
-    if s is None:
-        traced = f"{lb} vs {la}: step time unknown"
-    elif abs(s - 1) < 0.005:
-        traced = (f"{lb} takes the same time per step as {la}: "
-                  f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
-    elif s >= 1:
-        traced = (f"{lb} is {s:.2f}x faster per step than {la}: "
-                  f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
-    else:
-        traced = (f"{lb} is {1 / s:.2f}x slower per step than {la}: "
-                  f"{_us(ha['step_p50_ns'])} -> {_us(hb['step_p50_ns'])} (p50)")
-    lines = untraced_lines(d, traced)
-    lines.append(f"launch calls per step {_num(ha['launch_calls_per_step'])} -> "
-                 f"{_num(hb['launch_calls_per_step'])}; GPU idle "
-                 f"{_num(ha['gpu_idle_pct'], '{:.1f}%')} -> {_num(hb['gpu_idle_pct'], '{:.1f}%')}"
-                 f" of step time; replay compactness p50 {compactness_text(ha)} -> "
-                 f"{compactness_text(hb)}")
-    lines.append(f"work check: {work_summary(d)}")
-    ia, ib = (v.result.info for v in d.views)
-    if ia["step_source"] == ib["step_source"] == "launches":
-        lines.append(f"note: neither run marks its steps; both are cut into iterations found in "
-                     f"the launch stream ({la}: {ia['step_range']}, {lb}: {ib['step_range']}) "
-                     f"and compared iteration by iteration")
-    elif ia["step_range"] != ib["step_range"]:
-        lines.append(f"note: the runs' steps are different NVTX ranges ({la}: "
-                     f"{ia['step_range'] or 'whole trace'} ({ia['step_source']}), {lb}: "
-                     f"{ib['step_range'] or 'whole trace'} ({ib['step_source']})); per-step "
-                     f"figures compare unlike things: pass --step NAME[@DOMAIN]")
-    for v in d.views:
-        if set(v.steps["mode"]) >= set(STEADY_MODES):
-            lines.append(f"note: the {v.label} window mixes eager and graphed steps; compare like "
-                         f"with like with --mode eager,graph or --steps A:B,C:D")
-    return lines
-
-
-def compactness_text(h: dict[str, Any], short: bool = False) -> str:
-    """A run's replay compactness p50 as words: 0.932, 'no replays' or 'unknown (...)'."""
-    if h.get("incomplete"):
-        return "not recorded" if short else "unavailable: not recorded (incomplete trace)"
-    if h["replay_compactness_p50"] is not None:
-        return f"{h['replay_compactness_p50']:.3f}"
-    if h["replays"] == 0:
-        return "no replays"
-    return "unknown" if short else "unknown (graph-granularity trace)"
 
 
 class _CallableModule(types.ModuleType):

@@ -15,14 +15,8 @@ from nsysdb import K, N, R
 
 import cgprof
 from cgprof.cli import main
-from cgprof.diff import (
-    GAP_BIN_EDGES_US,
-    DiffResult,
-    parse_labels,
-    parse_modes,
-    parse_steps,
-    view,
-)
+from cgprof.diff import GAP_BIN_EDGES_US, DiffResult, view
+from cgprof.diff_options import parse_labels, parse_modes, parse_steps
 from cgprof.errors import AnalysisError, CgprofError
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
@@ -490,7 +484,7 @@ def test_cli_diff_is_the_library_diff(pair, opts, analysed):
     """Without -o the command makes the baseline's view before it analyses the candidate
     and keeps no events of it (RunView.without_events): its table and JSON are still those
     of cgprof.diff on the two whole analyses."""
-    from cgprof.diff import parse_modes, parse_steps
+    from cgprof.diff_options import parse_modes, parse_steps
     from cgprof.report import diff_text
 
     a, b = (str(p) for p in pair)
@@ -517,7 +511,7 @@ def test_cli_diff_page_is_the_library_page(pair, opts, analysed, tmp_path):
     """-o: the page of views that keep only the events their timelines can draw
     (figures.timeline_apart) is the page of cgprof.diff on the two whole analyses, drawn
     windows cut short by small --max-events included."""
-    from cgprof.diff import parse_modes, parse_steps
+    from cgprof.diff_options import parse_modes, parse_steps
     from cgprof.report import html
     from cgprof.report.figures import DEFAULT_MAX_EVENTS
 

@@ -155,7 +155,7 @@ def command(traces, step, skip, min_gap_us, json_out, all_gaps, html_out, steps_
             from cgprof.report import json_report, text
         window = None
         if steps_window is not None:
-            from cgprof.diff import parse_steps
+            from cgprof.diff_options import parse_steps
 
             window = parse_steps(steps_window)[0]
         say = progress_bar(quiet)

@@ -235,8 +235,9 @@ def command(baseline, candidate, html_out, json_out, labels, steps, mode, step, 
 
     with heavy_imports():
         from cgprof import metrics  # noqa: F401  (what every analysis runs)
-        from cgprof.diff import compare, parse_labels, parse_modes, parse_steps, view
+        from cgprof.diff import compare, view
         from cgprof.diff import windows as run_windows
+        from cgprof.diff_options import parse_labels, parse_modes, parse_steps
         from cgprof.report import diff_text
 
     bar = None

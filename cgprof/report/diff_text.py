@@ -8,7 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from cgprof.diff import DiffResult, compactness_text
+from cgprof.diff import DiffResult
+from cgprof.diff_verdict import compactness_text
 from cgprof.report.text import fmt_num, fmt_us, table
 
 HEAD_TAIL = 3  # aligned steps shown at each end

@@ -23,14 +23,8 @@ from typing import Any
 import pandas as pd
 from plotly.utils import PlotlyJSONEncoder
 
-from cgprof.diff import (
-    SLOWER_RATIO,
-    DiffResult,
-    RunView,
-    compactness_text,
-    view,
-    work_summary,
-)
+from cgprof.diff import SLOWER_RATIO, DiffResult, RunView, view
+from cgprof.diff_verdict import compactness_text, work_summary
 from cgprof.metrics import AnalysisResult
 from cgprof.report import figures as F
 from cgprof.report.text import untraced_lines
