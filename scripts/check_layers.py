@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("report", ["cgprof.report", "cgprof.report.*"]),
     ("runs", ["cgprof.parallel", "cgprof.runners", "cgprof.runners.*"]),
     ("compare", ["cgprof.diff", "cgprof.diff_options", "cgprof.diff_verdict", "cgprof.ranks",
-                 "cgprof.check"]),
+                 "cgprof.check", "cgprof.check_history"]),
     ("metrics", ["cgprof.metrics", "cgprof.metrics.*"]),
     ("plan", ["cgprof.plan"]),
     ("record", ["cgprof.record", "cgprof.nsys"]),

@@ -102,6 +102,7 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
 
             prefetch(trace)
         from cgprof import check as C
+        from cgprof import check_history as H
         from cgprof import metrics  # noqa: F401  (what every analysis runs)
         from cgprof.report import check_report as R
 
@@ -137,7 +138,7 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
         for p in outputs:
             check_writable(p, force)
         if history is not None:
-            C.check_history_file(history)
+            H.check_history_file(history)
         # a trace baseline is analysed too (a JSON one is only read)
         bar = progress_bar(quiet, traces=2 if baseline is not None else 1)
         try:
@@ -180,7 +181,7 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
             write_atomic(junit_out, R.render_junit(result), force)
             say(f"wrote {junit_out}")
         if history is not None:
-            run_id = C.append_history(history, result, commit or C.git_commit())
+            run_id = H.append_history(history, result, commit or H.git_commit())
             if result.ranks is not None and len(result.ranks) > 1:
                 ids = ", ".join(str(i) for i in result.ranks)
                 say(f"appended runs {run_id}-{run_id + len(result.ranks) - 1} "
@@ -201,14 +202,14 @@ def command(ctx, trace, baseline, max_rules, min_rules, regress_rules, config_pa
 @click.option("--force", is_flag=True, help="Overwrite an existing --html file.")
 def history_command(database, html_out, force) -> None:
     """Trend per figure over the runs that `cgprof check --history DATABASE` recorded."""
-    from cgprof import check as C
+    from cgprof import check_history as H
     from cgprof.report import check_report as R
     from cgprof.report.output import check_writable, write_atomic
 
     try:
         if html_out is not None:
             check_writable(html_out, force)
-        runs = C.read_history(database)
+        runs = H.read_history(database)
         click.echo(R.render_history_text(runs, str(database)), nl=False)
         if html_out is not None:
             write_atomic(html_out, R.render_history_html(runs, str(database)), force)
