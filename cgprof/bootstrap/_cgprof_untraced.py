@@ -98,6 +98,8 @@ def _hook_torch_nvtx(module: Any) -> None:
 
 
 def _hook_nvtx(module: Any) -> None:
+    if not module.enabled():  # NVTX_DISABLE: no range reaches a profiler either
+        return
     push, pop = module.push_range, module.pop_range
     start, end = module.start_range, module.end_range
     base = module.annotate
