@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from cgprof.errors import OutputExistsError
+from cgprof.io.cache import digest_ends
 
 SUFFIX = ".untraced.json"
 SCHEMA_VERSION = 1
@@ -89,11 +90,7 @@ def fingerprint(path: str | os.PathLike[str]) -> str:
     path = Path(path)
     size = path.stat().st_size
     h = hashlib.sha256(f"{size}:".encode())
-    with path.open("rb") as fh:
-        h.update(fh.read(PAGE_BYTES))
-        if size > PAGE_BYTES:
-            fh.seek(max(PAGE_BYTES, size - PAGE_BYTES))
-            h.update(fh.read(PAGE_BYTES))
+    digest_ends(h, path, size, PAGE_BYTES)
     return h.hexdigest()
 
 

@@ -94,12 +94,18 @@ def key(path: Path) -> str:
     h = hashlib.sha256()
     h.update(f"cgprof-cache-{FORMAT_VERSION}:{__version__}:{st.st_size}:"
              f"{st.st_mtime_ns}:".encode())
-    with path.open("rb") as fh:
-        h.update(fh.read(PAGE_BYTES))
-        if st.st_size > PAGE_BYTES:
-            fh.seek(max(PAGE_BYTES, st.st_size - PAGE_BYTES))
-            h.update(fh.read(PAGE_BYTES))
+    digest_ends(h, path, st.st_size, PAGE_BYTES)
     return h.hexdigest()[:32]
+
+
+def digest_ends(h: Any, path: Path, size: int, page_bytes: int) -> None:
+    """Feed ``h`` (a hashlib object) the first and the last ``page_bytes`` of ``path``, a
+    file of ``size`` bytes (never its whole content, which may be GBs)."""
+    with path.open("rb") as fh:
+        h.update(fh.read(page_bytes))
+        if size > page_bytes:
+            fh.seek(max(page_bytes, size - page_bytes))
+            h.update(fh.read(page_bytes))
 
 
 def entry_dir(path: Path, part: str | None = None) -> Path:
