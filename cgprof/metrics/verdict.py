@@ -343,7 +343,7 @@ def estimate_untraced(eager: pd.DataFrame, pre_ns: np.ndarray, h_ns: float,
     return {"graph_step_ns": graphed, "speedup": plain / graphed if graphed > 0 else 0.0,
             "profiler_ns_per_call": per_call, "api_calls_per_step": calls,
             "host_launch_ns": h_plain, "host_launch_scaled": float(scaled),
-            "untraced_step_ns": plain, "traced_step_ns": traced}
+            "eager_step_ns": plain, "traced_step_ns": traced}
 
 
 def _calls_of(steps: pd.DataFrame, calls: pd.DataFrame | None,
@@ -475,11 +475,11 @@ def verdict(
                 f"if graphed, without the profiler (estimate): "
                 f"~{_us(v.estimated_untraced_graph_step_ns)} per step, "
                 f"~{v.estimated_untraced_speedup or 0:.1f}x against the untraced eager step "
-                f"({_us(a['untraced_untraced_step_ns'])} mean)")
+                f"({_us(a['untraced_eager_step_ns'])} mean)")
             lines.append(
                 f"  assumes: the profiler costs {_us(a['untraced_profiler_ns_per_call'])} per "
                 f"API call on this host (this run: {_us(a['untraced_traced_step_ns'])} traced "
-                f"vs {_us(a['untraced_untraced_step_ns'])} untraced per step, "
+                f"vs {_us(a['untraced_eager_step_ns'])} untraced per step, "
                 f"{a['untraced_api_calls_per_step']:.0f} API calls per step), so a kernel "
                 f"launch costs {_us(a['untraced_host_launch_ns'])}"
                 + (" (scaled by untraced / traced: that cost is more than the traced launch "
